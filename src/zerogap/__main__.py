@@ -1,0 +1,3 @@
+from zerogap.cli import main
+
+raise SystemExit(main())

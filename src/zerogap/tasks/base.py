@@ -1,0 +1,85 @@
+"""The task protocol: what every benchmark gives the rest of zerogap.
+
+A task owns its questions, its prompt format and its grader, so the engine, the store and the CLI
+never special-case a benchmark. Tasks are looked up by name through :func:`get_task`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Question:
+    """One benchmark item.
+
+    ``id`` is stable across runs and machines (for file-backed tasks: ``"{split}-{row index}"``),
+    ``answer`` is the gold answer as the grader compares it (for numeric tasks, a canonical
+    decimal string such as ``"18"`` or ``"-2.5"``).
+    """
+
+    id: str
+    text: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The grader's verdict on one response: the extracted answer (None if none) and correctness."""
+
+    extracted: str | None
+    correct: bool
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What a benchmark provides.
+
+    ``prompt(q)`` is the full text fed to the model (k-shot exemplars, then the question); prompts
+    of one task share their k-shot part, which the engine detects and encodes once. ``stop`` lists
+    strings at which a response is cut (a run-on into the next question).
+    """
+
+    name: str
+    stop: tuple[str, ...]
+
+    def questions(self, split: str = "test") -> list[Question]: ...
+
+    def prompt(self, question: Question) -> str: ...
+
+    def grade(self, question: Question, response: str) -> Grade: ...
+
+    def config(self) -> dict:
+        """JSON-serialisable settings that identify this task instance (recorded with runs)."""
+        ...
+
+
+_REGISTRY: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
+    """Class or factory decorator: make a task constructible by ``get_task(name, **options)``."""
+
+    def decorate(factory: Callable[..., Task]) -> Callable[..., Task]:
+        if name in _REGISTRY:
+            raise ValueError(f"task {name!r} is registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return decorate
+
+
+def task_names() -> list[str]:
+    """Names of the registered tasks, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_task(name: str, **options) -> Task:
+    """Build the task registered as ``name``; unknown names raise ``ValueError`` listing the known."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}") from None
+    return factory(**options)
