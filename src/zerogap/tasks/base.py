@@ -77,7 +77,7 @@ def task_names() -> list[str]:
 
 
 def get_task(name: str, **options) -> Task:
-    """Build the task registered as ``name``; unknown names raise ``ValueError`` listing the known."""
+    """Build the task registered as ``name``; an unknown name raises ``ValueError``."""
     try:
         factory = _REGISTRY[name]
     except KeyError:

@@ -1,0 +1,1 @@
+"""Readers and writers of the files zerogap exchanges with users and other tools."""

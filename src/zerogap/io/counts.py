@@ -1,0 +1,284 @@
+"""Per-question outcome files: the input of ``zerogap score`` and the export of a run.
+
+Three record shapes are accepted; the first record decides which one a file uses.
+
+=========  ==============================  =================================================
+shape      fields                          meaning
+=========  ==============================  =================================================
+counts     ``id, correct, samples[, first]``  ``correct`` of ``samples`` were right; ``first``
+                                            (0/1, optional) grades the first sample (for G-AP)
+outcomes   ``id, outcomes``                 0/1 list, one entry per sample (JSONL only)
+long       ``id, sample, correct``          one record per sample, ``correct`` is 0/1
+=========  ==============================  =================================================
+
+Files are JSON Lines (``.jsonl``, one object per line) or CSV with a header (``.csv``); other
+extensions are sniffed from the first character. Every problem is reported as one
+``ValueError`` naming the file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_SHAPES = {
+    "counts": ({"id", "correct", "samples"}, {"first"}),
+    "outcomes": ({"id", "outcomes"}, set()),
+    "long": ({"id", "sample", "correct"}, set()),
+}
+
+
+@dataclass(frozen=True)
+class QuestionCounts:
+    """Per-question counts read from one file, in file order.
+
+    ``first`` holds the first sample's 0/1 grade per question when the file records it
+    (outcomes and long shapes always do), else None.
+    """
+
+    path: str
+    ids: tuple[str, ...]
+    correct: np.ndarray
+    samples: np.ndarray
+    first: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def aligned_to(self, reference: QuestionCounts) -> QuestionCounts:
+        """The same counts reordered to ``reference``'s question order.
+
+        Raises ``ValueError`` saying how many and which ids differ when the question sets differ.
+        """
+        position = {qid: i for i, qid in enumerate(self.ids)}
+        missing = [qid for qid in reference.ids if qid not in position]
+        extra = sorted(set(self.ids) - set(reference.ids))
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"{len(missing)} missing ({_preview(missing)})")
+            if extra:
+                parts.append(f"{len(extra)} not in {reference.path} ({_preview(extra)})")
+            raise ValueError(
+                f"{self.path}: question set differs from {reference.path}: {'; '.join(parts)}"
+            )
+        order = np.array([position[qid] for qid in reference.ids], dtype=np.int64)
+        return QuestionCounts(
+            path=self.path,
+            ids=reference.ids,
+            correct=self.correct[order],
+            samples=self.samples[order],
+            first=None if self.first is None else self.first[order],
+        )
+
+
+def _preview(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line number, record)`` from a JSONL or CSV file; blank lines are skipped."""
+    with open(path, newline="", encoding="utf-8") as f:
+        head = f.read(1)
+        while head.isspace():
+            head = f.read(1)
+        f.seek(0)
+        is_jsonl = path.suffix in (".jsonl", ".json", ".ndjson") or (
+            path.suffix != ".csv" and head == "{"
+        )
+        if is_jsonl:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}:{line_no}: expected a JSON object per line")
+                yield line_no, record
+        else:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None:
+                return
+            for record in reader:
+                if None in record or any(v is None for v in record.values()):
+                    raise ValueError(
+                        f"{path}:{reader.line_num}: expected {len(reader.fieldnames)} columns "
+                        f"({', '.join(reader.fieldnames)})"
+                    )
+                if any(v.strip() for v in record.values()):
+                    yield reader.line_num, record
+
+
+def _integer(value, field: str, where: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"{where}: {field} must be an integer, got {text!r}") from None
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(f"{where}: {field} is {value}")
+        if not value.is_integer():
+            raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{where}: {field} is negative ({value})")
+    return value
+
+
+def _binary(value, field: str, where: str) -> int:
+    value = _integer(value, field, where)
+    if value > 1:
+        raise ValueError(f"{where}: {field} must be 0 or 1, got {value}")
+    return value
+
+
+def _question_id(record: dict, where: str) -> str:
+    qid = record.get("id")
+    if qid is None or isinstance(qid, bool | float | list | dict) or str(qid).strip() == "":
+        raise ValueError(f"{where}: missing or invalid question id")
+    return str(qid).strip()
+
+
+def _shape_of(record: dict, where: str) -> str:
+    keys = set(record)
+    for shape, (required, optional) in _SHAPES.items():
+        if required <= keys:
+            unknown = keys - required - optional
+            if unknown:
+                raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+            return shape
+    known = " | ".join(
+        ", ".join(sorted(req)) + "".join(f"[, {o}]" for o in opt) for req, opt in _SHAPES.values()
+    )
+    raise ValueError(
+        f"{where}: fields {', '.join(sorted(keys)) or '(none)'} match no known shape ({known})"
+    )
+
+
+def read_counts(path: str | os.PathLike) -> QuestionCounts:
+    """Read a per-question outcome file (see the module docstring for the accepted shapes).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
+    >>> lines = ['{"id": "q1", "correct": 3, "samples": 5}', '{"id": "q2", "outcomes": [1, 0]}']
+    >>> _ = f.write_text("\\n".join(lines))
+    >>> read_counts(f)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...run.jsonl:2: record has shape 'outcomes' but the file started with 'counts'
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    shape = None
+    ids: list[str] = []
+    correct: list[int] = []
+    samples: list[int] = []
+    first: list[int] = []
+    first_line: dict[str, int] = {}  # counts and outcomes shapes: one record per question
+    position: dict[str, int] = {}  # long shape: question id -> its index in ids
+    seen_samples: dict[str, set[int]] = {}
+    for line_no, record in _records(path):
+        where = f"{path}:{line_no}"
+        this_shape = _shape_of(record, where)
+        if shape is None:
+            shape = this_shape
+        elif this_shape != shape:
+            raise ValueError(
+                f"{where}: record has shape {this_shape!r} but the file started with {shape!r}"
+            )
+        qid = _question_id(record, where)
+        if shape == "long":
+            index = _integer(record["sample"], "sample", where)
+            outcome = _binary(record["correct"], "correct", where)
+            if qid not in position:
+                position[qid] = len(ids)
+                seen_samples[qid] = set()
+                ids.append(qid)
+                correct.append(0)
+                samples.append(0)
+                first.append(outcome)
+            if index in seen_samples[qid]:
+                raise ValueError(f"{where}: duplicate sample {index} of question {qid!r}")
+            i = position[qid]
+            if index < min(seen_samples[qid], default=index + 1):
+                first[i] = outcome
+            seen_samples[qid].add(index)
+            correct[i] += outcome
+            samples[i] += 1
+            continue
+        if qid in first_line:
+            raise ValueError(
+                f"{where}: duplicate question id {qid!r} (first on line {first_line[qid]})"
+            )
+        first_line[qid] = line_no
+        if shape == "outcomes":
+            outcomes = record["outcomes"]
+            if not isinstance(outcomes, list):
+                raise ValueError(f"{where}: outcomes must be a list of 0/1 values")
+            grades = [_binary(v, "outcomes", where) for v in outcomes]
+            c, m = sum(grades), len(grades)
+            first.append(grades[0] if grades else 0)
+        else:
+            c = _integer(record["correct"], "correct", where)
+            m = _integer(record["samples"], "samples", where)
+            if "first" in record:
+                first.append(_binary(record["first"], "first", where))
+        if m == 0:
+            raise ValueError(f"{where}: question {qid!r} has zero samples")
+        if c > m:
+            raise ValueError(f"{where}: correct ({c}) exceeds samples ({m})")
+        ids.append(qid)
+        correct.append(c)
+        samples.append(m)
+    if not ids:
+        raise ValueError(f"{path}: empty file: no questions")
+    if len(first) not in (0, len(ids)):
+        raise ValueError(f"{path}: 'first' is given for some questions but not all")
+    return QuestionCounts(
+        path=str(path),
+        ids=tuple(ids),
+        correct=np.asarray(correct, dtype=np.int64),
+        samples=np.asarray(samples, dtype=np.int64),
+        first=np.asarray(first, dtype=np.int64) if first else None,
+    )
+
+
+def write_counts(path: str | os.PathLike, ids, correct, samples, first=None) -> None:
+    """Write per-question counts as JSON Lines (the ``counts`` shape), atomically.
+
+    The file is written beside its destination and renamed into place, so an interrupted
+    export never leaves a truncated file where a good one was.
+    """
+    path = Path(path)
+    firsts = first if first is not None else [None] * len(ids)
+    rows = zip(ids, correct, samples, firsts, strict=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for qid, c, m, d in rows:
+            record = {"id": str(qid), "correct": int(c), "samples": int(m)}
+            if d is not None:
+                record["first"] = int(d)
+            f.write(json.dumps(record) + "\n")
+    os.replace(tmp, path)
