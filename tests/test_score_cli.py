@@ -1,0 +1,144 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zerogap.cli import main
+from zerogap.io.counts import read_counts, write_counts
+from zerogap.metrics import restoration_gaps
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+STRATEGIES = ("identity", "lne-blocking", "railcap", "all-zero")
+
+
+def score_args(*extra):
+    args = ["score", "--clean", str(EXAMPLES / "clean.jsonl")]
+    for name in STRATEGIES:
+        args += ["--mitigated", f"{name}={EXAMPLES / (name + '.jsonl')}"]
+    return [*args, "--bootstrap", "500", "--noise-sims", "200", *extra]
+
+
+def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    assert main(score_args("--json", str(out))) == 0
+    table = capsys.readouterr().out
+    assert "SA-PPG" in table and "noise floor" in table
+    result = json.loads(out.read_text())
+    clean = read_counts(EXAMPLES / "clean.jsonl")
+    for name in STRATEGIES:
+        run = read_counts(EXAMPLES / f"{name}.jsonl").aligned_to(clean)
+        gaps = restoration_gaps(
+            clean.correct / clean.samples,
+            run.correct / run.samples,
+            draw_clean=clean.first,
+            draw_mitigated=run.first,
+        )
+        row = result["strategies"][name]
+        for metric in ("g_ap", "a_ppg", "sa_ppg", "s_delta_minus"):
+            entry = row[metric]
+            assert entry["estimate"] == pytest.approx(getattr(gaps, metric))
+            assert entry["low"] <= entry["high"]
+        assert f"{gaps.sa_ppg:.4f}" in table
+    assert result["settings"]["g_ap_readout"] == "first sample"
+    assert len(result["inputs"]["clean"]["sha256"]) == 64
+    # The best strategy by SA-PPG is compared against every other one.
+    best = min(STRATEGIES, key=lambda n: result["strategies"][n]["sa_ppg"]["estimate"])
+    assert {c["a"] for c in result["comparisons"]} == set(STRATEGIES) - {best}
+    assert all(c["b"] == best for c in result["comparisons"])
+
+
+def test_all_zero_ranks_last_under_sa_ppg_but_not_under_a_ppg(tmp_path):
+    out = tmp_path / "s.json"
+    main(score_args("--json", str(out), "--bootstrap", "0"))
+    rows = json.loads(out.read_text())["strategies"]
+    sa = {n: rows[n]["sa_ppg"]["estimate"] for n in STRATEGIES}
+    a = {n: rows[n]["a_ppg"]["estimate"] for n in STRATEGIES}
+    assert max(sa, key=sa.get) == "all-zero"
+    assert a["all-zero"] < a["identity"]
+
+
+def test_counts_without_first_sample_use_a_seeded_draw(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    ids = [f"q{i}" for i in range(50)]
+    for name in ("clean", "s"):
+        write_counts(tmp_path / f"{name}.jsonl", ids, rng.integers(0, 11, 50), [10] * 50)
+    args = [
+        "score",
+        "--clean",
+        str(tmp_path / "clean.jsonl"),
+        "--mitigated",
+        f"s={tmp_path / 's.jsonl'}",
+        "--bootstrap",
+        "100",
+        "--noise-sims",
+        "50",
+    ]
+    main([*args, "--json", str(tmp_path / "a.json")])
+    main([*args, "--json", str(tmp_path / "b.json")])
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert "seeded draw" in a["settings"]["g_ap_readout"]
+    assert a["strategies"] == b["strategies"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mitigated", "noequals"], "--mitigated expects NAME=FILE"),
+        (["--mitigated", "x=missing.jsonl"], "missing.jsonl: no such file"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--bins", "0"], "--bins must be"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--level", "2"], "level must lie"),
+    ],
+)
+def test_user_errors_are_one_line(tmp_path, capsys, args, message):
+    code = main(["score", "--clean", str(EXAMPLES / "clean.jsonl"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.count("\n") == 1
+
+
+def test_mismatched_question_sets_name_the_file_and_ids(tmp_path, capsys):
+    lines = (EXAMPLES / "railcap.jsonl").read_text().splitlines()
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(lines[3:]) + "\n")
+    code = main(["score", "--clean", str(EXAMPLES / "clean.jsonl"), "--mitigated", f"r={short}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "short.jsonl: question set differs" in err and "3 missing (q000, q001, q002)" in err
+
+
+def test_existing_json_output_survives_a_failed_run(tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    out.write_text("previous results")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "q000", "correct": 9, "samples": 3}\n')
+    main(
+        [
+            "score",
+            "--clean",
+            str(EXAMPLES / "clean.jsonl"),
+            "--mitigated",
+            f"b={bad}",
+            "--json",
+            str(out),
+        ]
+    )
+    assert "exceeds samples" in capsys.readouterr().err
+    assert out.read_text() == "previous results"
+
+
+def test_scoring_never_imports_torch():
+    code = (
+        "import sys; from zerogap.cli import main; "
+        f"main(['score', '--clean', {str(EXAMPLES / 'clean.jsonl')!r}, '--mitigated', "
+        f"'r={EXAMPLES / 'railcap.jsonl'}', '--bootstrap', '10', '--noise-sims', '10']); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    src = Path(__file__).resolve().parents[1] / "src"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(src)}
+    )
+    assert result.returncode == 0, result.stderr
