@@ -46,8 +46,10 @@ def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, c
     assert len(result["inputs"]["clean"]["sha256"]) == 64
     # The best strategy by SA-PPG is compared against every other one.
     best = min(STRATEGIES, key=lambda n: result["strategies"][n]["sa_ppg"]["estimate"])
-    assert {c["a"] for c in result["comparisons"]} == set(STRATEGIES) - {best}
-    assert all(c["b"] == best for c in result["comparisons"])
+    for metric in ("sa_ppg", "a_ppg"):
+        pairs = [c for c in result["comparisons"] if c["metric"] == metric]
+        assert {c["a"] for c in pairs} == set(STRATEGIES) - {best}
+        assert all(c["b"] == best for c in pairs)
 
 
 def test_all_zero_ranks_last_under_sa_ppg_but_not_under_a_ppg(tmp_path):

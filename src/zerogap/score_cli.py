@@ -139,7 +139,12 @@ def run(args) -> int:
         seed=args.seed,
     )
     best = min(names, key=lambda n: boot.estimates[names.index(n)].sa_ppg)
-    comparisons = [compare(boot, name, best) for name in names if name != best] if with_ci else []
+    comparisons = [
+        compare(boot, name, best, metric=metric)
+        for metric in ("sa_ppg", "a_ppg")
+        for name in names
+        if name != best and with_ci
+    ]
 
     print(_table(boot, clean, runs, with_ci, draw_note, floor, comparisons, best))
     if args.json:
@@ -190,10 +195,13 @@ def _table(boot: BootstrapGaps, clean, runs, with_ci, draw_note, floor, comparis
         )
         lines.append(f"  {name}: {verdict}")
     if comparisons:
-        lines += ["", f"paired SA-PPG differences against the best strategy ({best}):"]
+        lines += ["", f"paired differences against the best strategy by SA-PPG ({best}):"]
         for c in comparisons:
             p = "p < 0.001" if c.p_value < 0.001 else f"p = {c.p_value:.3f}"
-            lines.append(f"  {c.a} - {c.b}: {c.difference:+.4f} [{c.low:+.4f}, {c.high:+.4f}], {p}")
+            lines.append(
+                f"  {COLUMNS[c.metric]:>6}  {c.a} - {c.b}: {c.difference:+.4f} "
+                f"[{c.low:+.4f}, {c.high:+.4f}], {p}"
+            )
     return "\n".join(lines)
 
 
