@@ -7,7 +7,7 @@ import re
 import pytest
 
 from zerogap.tasks import get_task
-from zerogap.tasks.arith import ArithConfig
+from zerogap.tasks.arith import DEFAULT_STEP_WEIGHTS, ArithConfig
 
 EQUATION = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 
@@ -54,8 +54,9 @@ def test_every_step_is_whole_and_the_answer_follows_from_the_steps():
         assert question.answer == str(steps[-1][3])
         assert row.answer.endswith(f"The answer is {question.answer}.")
         assert task.grade(question, " " + row.answer).correct
-    # the default mix 0.5 / 0.3 / 0.2, within sampling noise for 600 items
-    assert 0.42 < counts[1] / 600 < 0.58 and 0.23 < counts[2] / 600 < 0.37
+    # the default mix, within sampling noise (4 standard deviations) for 600 items
+    for steps, weight in zip((1, 2, 3), DEFAULT_STEP_WEIGHTS, strict=True):
+        assert abs(counts[steps] / 600 - weight) < 4 * (weight * (1 - weight) / 600) ** 0.5
 
 
 @pytest.mark.parametrize(("weights", "steps"), [((1, 0, 0), 1), ((0, 1, 0), 2), ((0, 0, 1), 3)])

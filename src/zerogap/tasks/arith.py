@@ -40,6 +40,12 @@ SHARE = (
 ASK = "How many {o} does {N} have now?"
 ASK_PACKS = "How many {o} does {N} have in all?"
 
+# The difficulty mix, tuned on the embedded SmolLM2-135M (2-shot, T = 0.7): it solves small
+# one-step items with probabilities from 0 to about 0.9 and multi-step items rarely, so this mix
+# spreads the per-question solve probabilities over [0, 1] (histogram in the README).
+DEFAULT_STEP_WEIGHTS = (0.6, 0.25, 0.15)
+DEFAULT_NUMBER_RANGES = ((2, 10), (5, 20), (10, 60))
+
 
 @dataclass(frozen=True)
 class ArithConfig:
@@ -61,11 +67,11 @@ class ArithConfig:
     n_train: int = field(default=1000, metadata={"help": "items in the train split"})
     n_test: int = field(default=200, metadata={"help": "items in the test split"})
     step_weights: tuple[float, float, float] = field(
-        default=(0.5, 0.3, 0.2),
+        default=DEFAULT_STEP_WEIGHTS,
         metadata={"help": "relative frequency of one-, two- and three-step items"},
     )
     number_ranges: tuple[tuple[int, int], ...] = field(
-        default=((2, 10), (5, 30), (20, 99)),
+        default=DEFAULT_NUMBER_RANGES,
         metadata={"help": "operand ranges; each item draws one uniformly"},
     )
 
@@ -135,7 +141,7 @@ def make_item(rng: random.Random, n_steps: int, low: int, high: int) -> tuple[st
             x = rng.randint(max(low, 2), high)
             sentences.append(rng.choice(START).format(N=name, x=x, o=obj))
         ending = ASK_PACKS if ops == ["mul"] else ASK
-        for op in ops:
+        for op in ops:  # a "mul" is the opening sentence, written above
             if op == "add":
                 b = rng.randint(low, high)
                 sentences.append(rng.choice(ADD).format(N=name, F=friend, b=b, o=obj))
@@ -182,8 +188,8 @@ class ArithTask(NumericQATask):
         seed: int = 0,
         n_train: int = 1000,
         n_test: int = 200,
-        step_weights: tuple[float, float, float] = (0.5, 0.3, 0.2),
-        number_ranges: tuple[tuple[int, int], ...] = ((2, 10), (5, 30), (20, 99)),
+        step_weights: tuple[float, float, float] = DEFAULT_STEP_WEIGHTS,
+        number_ranges: tuple[tuple[int, int], ...] = DEFAULT_NUMBER_RANGES,
         k: int = 2,
         exemplars: str | None = None,
         mode: str = "anchor",
