@@ -7,7 +7,7 @@ import types
 import pytest
 
 from zerogap.tasks import get_task, task_names
-from zerogap.tasks.base import Grade, Question
+from zerogap.tasks.base import Grade, Question, Task
 
 
 def write_jsonl(path, rows):
@@ -142,3 +142,19 @@ def test_gsm8k_hub_rows_get_ids_and_gold(monkeypatch):
         sys.modules, "datasets", types.SimpleNamespace(load_dataset=lambda *a, **kw: rows)
     )
     assert get_task("gsm8k", k=0).questions("test") == [Question("test-0", "Q one", "2")]
+
+
+def test_every_task_follows_the_protocol_and_rebuilds_from_its_config(tmp_path, gsm8k_dir):
+    path = write_jsonl(tmp_path / "b.jsonl", [{"p": "1 + 2?", "t": 3}])
+    tasks = [
+        get_task("arith", seed=2, n_test=5, step_weights=(1, 1, 0), number_ranges=((3, 9),)),
+        get_task("gsm8k", path=gsm8k_dir, k=3, seed=7, mode="lmeval-flexible"),
+        get_task("jsonl", path=path, question_field="p", answer_field="t"),
+    ]
+    for task in tasks:
+        assert isinstance(task, Task)
+        config = json.loads(json.dumps(task.config()))
+        rebuilt = get_task(config.pop("task"), **config)
+        assert rebuilt.config() == task.config()
+        q = task.questions()[0]
+        assert rebuilt.questions()[0] == q and rebuilt.prompt(q) == task.prompt(q)
