@@ -107,3 +107,17 @@ def test_config_validates_and_serialises():
         ArithConfig(number_ranges=())
     with pytest.raises(ValueError, match="arith has splits 'train' and 'test', not 'dev'"):
         get_task("arith").questions("dev")
+
+
+def test_exemplars_are_one_step_train_items_cycling_the_operations():
+    task = get_task("arith", k=8, seed=1)
+    shots = task.exemplars()
+    train = {(r.question, r.answer) for r in task.rows("train")}
+    assert all((e.question, e.solution) in train for e in shots)
+    assert [equations(e.solution)[0][1] for e in shots] == ["+", "*", "-", "/"] * 2
+    assert all(len(equations(e.solution)) == 1 for e in shots)
+    assert len({e.question for e in shots}) == 8
+    assert shots == get_task("arith", k=8, seed=1).exemplars()
+    assert shots != get_task("arith", k=8, seed=2).exemplars()
+    with pytest.raises(ValueError, match="too few one-step '\\+' items for the exemplars"):
+        get_task("arith", k=2, n_train=0).exemplars()

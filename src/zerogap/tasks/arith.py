@@ -6,7 +6,7 @@ difficulty mix ``step_weights``): an optional first step that multiplies (packs 
 and subtract steps, and an optional last step that divides (equal shares); every intermediate
 and final result is a whole number >= 2. Names, objects, phrasings and the number range
 (``number_ranges``, one drawn per item) vary. Prompts and grading are those of every numeric
-task: k-shot "Q: ...\\nA: ... The answer is N." from the train split.
+task ("Q: ...\\nA: ... The answer is N."), with exemplars chosen by :meth:`ArithTask.exemplars`.
 
 The default mix was tuned on the embedded SmolLM2-135M (2-shot, T = 0.7), whose per-question
 solve probabilities then spread over [0, 1]; see the README's "Tasks and grading" section.
@@ -15,9 +15,11 @@ solve probabilities then spread over [0, 1]; see the README's "Tasks and grading
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import asdict, dataclass, field
 
 from zerogap.tasks.base import register_task
+from zerogap.tasks.prompt import Exemplar
 from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
 
 NAMES = (
@@ -167,6 +169,16 @@ def make_item(rng: random.Random, n_steps: int, low: int, high: int) -> tuple[st
             return question, " ".join([*steps, f"The answer is {x}."]), x
 
 
+EXEMPLAR_OPS = ("+", "*", "-", "/")
+_EQUATION = re.compile(r"\d+ ([-+*/]) \d+ = \d+")
+
+
+def _one_step_op(solution: str) -> str | None:
+    """The operation of a one-step solution, None for a multi-step one."""
+    ops = _EQUATION.findall(solution)
+    return ops[0] if len(ops) == 1 else None
+
+
 @register_task("arith")
 class ArithTask(NumericQATask):
     """Generated one- to three-step word problems; see the module docstring.
@@ -210,6 +222,32 @@ class ArithTask(NumericQATask):
             question, solution, _ = make_item(rng, n_steps, low, high)
             rows.append(Row(question, solution, f"arith {split}-{index}"))
         return rows
+
+    def exemplars(self) -> list[Exemplar]:
+        """One-step train items, one per operation in turn (+, *, -, /, +, ...).
+
+        The rule: shuffle the train split with ``random.Random(seed)``; exemplar i is the first
+        unused one-step item whose operation is the i-th of that cycle. Measured on the embedded
+        SmolLM2-135M: with multi-step exemplars it copies their extra steps into one-step answers
+        and solves almost nothing; one-step exemplars of different operations give the spread of
+        solve probabilities that SA-PPG's strata need. A user's exemplar file still wins.
+        """
+        cfg = self.prompt_config
+        if cfg.exemplars is not None:
+            return super().exemplars()
+        rows = list(self.rows("train"))
+        random.Random(cfg.seed).shuffle(rows)
+        chosen: list[Row] = []
+        for i in range(cfg.k):
+            op = EXEMPLAR_OPS[i % len(EXEMPLAR_OPS)]
+            row = next((r for r in rows if r not in chosen and _one_step_op(r.answer) == op), None)
+            if row is None:
+                raise ValueError(
+                    f"k={cfg.k}: the train split ({len(rows)} items) has too few one-step "
+                    f"{op!r} items for the exemplars; raise n_train"
+                )
+            chosen.append(row)
+        return [Exemplar(r.question, r.answer) for r in chosen]
 
     def _options(self) -> dict:
         return self.arith.to_dict()
