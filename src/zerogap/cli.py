@@ -12,7 +12,10 @@ import importlib
 import sys
 
 # Subcommand modules, in the order ``zerogap --help`` lists them.
-COMMAND_MODULES = ("zerogap.score_cli",)
+COMMAND_MODULES = (
+    "zerogap.score_cli",
+    "zerogap.task_cli",
+)
 
 EPILOG = """examples:
   zerogap score --clean clean.jsonl --mitigated railcap=railcap.jsonl --mitigated identity=id.jsonl

@@ -1,0 +1,121 @@
+"""``zerogap task``: list tasks, show a question's full prompt, grade a response."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from zerogap.cli import UserError
+from zerogap.tasks import get_task, task_names
+from zerogap.tasks.extract import modes
+
+EXAMPLES = """examples:
+  zerogap task list
+  zerogap task show arith --index 0
+  zerogap task show gsm8k --path data/gsm8k --index 0 --k 8
+  zerogap task grade gsm8k --path data/gsm8k --index 0 --response "The answer is 18."
+  zerogap task grade gsm8k --path data/gsm8k --index 0 --response-file out.txt \\
+      --mode lmeval-flexible
+  zerogap task show jsonl --path my.jsonl --question-field prompt --answer-field target --index 3
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "task",
+        help="list tasks, show prompts, grade responses",
+        description="Inspect benchmark tasks: their prompts, gold answers and grading.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="names of the registered tasks and grading modes")
+    listing.set_defaults(func=_list)
+    show = actions.add_parser("show", help="the full prompt and gold answer of one question")
+    _add_question_args(show)
+    show.set_defaults(func=_show)
+    grade = actions.add_parser("grade", help="grade a response to one question")
+    _add_question_args(grade)
+    given = grade.add_mutually_exclusive_group(required=True)
+    given.add_argument("--response", help="the response text")
+    given.add_argument("--response-file", help="file holding the response text (UTF-8)")
+    grade.set_defaults(func=_grade)
+
+
+def _add_question_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="task name (see 'zerogap task list')")
+    parser.add_argument("--index", type=int, required=True, help="row index within the split")
+    parser.add_argument("--split", default="test", help="split (default: test)")
+    parser.add_argument("--k", type=int, help="exemplars in the prompt (default: the task's)")
+    parser.add_argument(
+        "--seed", type=int, help="seed of the exemplar selection (arith: also of the items)"
+    )
+    parser.add_argument("--path", help="data folder or file (gsm8k, jsonl)")
+    parser.add_argument("--exemplars", help="JSONL file of exemplars (question, answer)")
+    parser.add_argument("--question-field", help="jsonl: field holding the question")
+    parser.add_argument("--answer-field", help="jsonl: field holding the answer")
+    parser.add_argument(
+        "--mode", choices=modes(), default="anchor", help="grading mode (default: anchor)"
+    )
+
+
+def _task_and_question(args):
+    options = {
+        "k": args.k,
+        "seed": args.seed,
+        "path": args.path,
+        "exemplars": args.exemplars,
+        "question_field": args.question_field,
+        "answer_field": args.answer_field,
+    }
+    options = {key: value for key, value in options.items() if value is not None}
+    options["mode"] = args.mode
+    try:
+        task = get_task(args.name, **options)
+    except TypeError as err:  # an option the task does not take, e.g. --path for arith
+        raise UserError(f"task {args.name!r} does not take that option ({err})") from None
+    questions = task.questions(args.split)
+    if not 0 <= args.index < len(questions):
+        raise UserError(
+            f"--index {args.index} is out of range: split {args.split!r} of {args.name} has "
+            f"{len(questions)} questions"
+        )
+    return task, questions[args.index]
+
+
+def _list(args) -> int:
+    for name in task_names():
+        print(name)
+    print(f"grading modes: {', '.join(modes())}")
+    return 0
+
+
+def _show(args) -> int:
+    task, question = _task_and_question(args)
+    print(f"# task {task.name}, question {question.id}, gold answer {question.answer}")
+    print(f"# config {json.dumps(task.config())}")
+    print(task.prompt(question))
+    return 0
+
+
+def _grade(args) -> int:
+    task, question = _task_and_question(args)
+    if args.response is not None:
+        response = args.response
+    else:
+        with open(args.response_file, encoding="utf-8") as handle:
+            response = handle.read()
+    grade = task.grade(question, response)
+    print(
+        json.dumps(
+            {
+                "task": task.name,
+                "id": question.id,
+                "mode": args.mode,
+                "gold": question.answer,
+                "extracted": grade.extracted,
+                "correct": grade.correct,
+            }
+        )
+    )
+    return 0

@@ -1,0 +1,81 @@
+"""``zerogap task list|show|grade`` through the real CLI entry point."""
+
+import json
+
+import pytest
+
+from zerogap import cli
+
+
+@pytest.fixture(autouse=True)
+def task_command_only(monkeypatch):
+    # Other subcommands are built on other branches; this suite checks the task command alone.
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("zerogap.task_cli",))
+
+
+def test_task_list(capsys):
+    assert cli.main(["task", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["arith", "gsm8k", "jsonl"]
+    assert "lmeval-flexible" in out[3] and "anchor" in out[3]
+
+
+def test_task_show_renders_prompt_and_gold(capsys, gsm8k_dir):
+    assert cli.main(["task", "show", "gsm8k", "--path", str(gsm8k_dir), "--index", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# task gsm8k, question test-0, gold answer 18\n")
+    assert out.count("\nA: ") == 8
+    assert out.rstrip("\n").endswith("farmers' market?\nA:")
+    config = json.loads(out.splitlines()[1].removeprefix("# config "))
+    assert config["k"] == 8 and config["path"] == str(gsm8k_dir)
+
+
+def test_task_show_options(capsys, gsm8k_dir):
+    argv = ["task", "show", "gsm8k", "--path", str(gsm8k_dir), "--index", "3", "--k", "0"]
+    assert cli.main([*argv, "--split", "train"]) == 0
+    out = capsys.readouterr().out
+    assert "question train-3" in out and "\nA: " not in out
+    assert cli.main(["task", "show", "arith", "--index", "1", "--k", "1", "--seed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\nA:") == 2 and "question test-1" in out
+
+
+def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
+    base = ["task", "grade", "gsm8k", "--path", str(gsm8k_dir), "--index", "0"]
+    assert cli.main([*base, "--response", "So $18.00."]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "task": "gsm8k",
+        "id": "test-0",
+        "mode": "anchor",
+        "gold": "18",
+        "extracted": "18",
+        "correct": True,
+    }
+    response = tmp_path / "r.txt"
+    response.write_text("So $18.00.", encoding="utf-8")
+    assert cli.main([*base, "--response-file", str(response), "--mode", "lmeval-flexible"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["extracted"] == "$18.00." and result["correct"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["task", "show", "arith", "--index", "999"], "--index 999 is out of range"),
+        (["task", "show", "arith", "--index", "0", "--path", "x"], "does not take that option"),
+        (["task", "show", "nope", "--index", "0"], "unknown task 'nope'"),
+        (["task", "show", "jsonl", "--path", "missing.jsonl", "--index", "0"], "missing.jsonl"),
+        (["task", "grade", "arith", "--index", "0", "--response-file", "no.txt"], "no.txt"),
+    ],
+)
+def test_user_errors_are_one_line(capsys, argv, message):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zerogap task: error: ") and message in err
+    assert err.count("\n") == 1
+
+
+def test_grade_needs_a_response(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["task", "grade", "arith", "--index", "0"])
+    assert "--response" in capsys.readouterr().err
