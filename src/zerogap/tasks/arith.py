@@ -42,11 +42,11 @@ SHARE = (
 ASK = "How many {o} does {N} have now?"
 ASK_PACKS = "How many {o} does {N} have in all?"
 
-# The difficulty mix, tuned on the embedded SmolLM2-135M (2-shot, T = 0.7, 8 samples on 40
-# test items): it solves small one-step items with probabilities from 0 to about 0.9 (best on
-# products, worst on differences, which it often adds) and multi-step items rarely. This mix put
-# 16 of 40 items at 0 and the rest from 0.125 to 0.75; (0.6, 0.25, 0.15) with a (10, 60) range
-# added put 23 of 40 at 0 and none above 0.625 (README, "Tasks and grading").
+# The difficulty mix, tuned on the embedded SmolLM2-135M (2-shot, T = 0.7, 8 samples per item):
+# it solves small one-step items with probabilities from 0 to about 0.9 (best on products, worst
+# on differences, which it often adds) and multi-step items rarely. This mix put 31 of 80 test
+# items at 0 and the rest from 0.125 to 0.875; (0.6, 0.25, 0.15) with a (10, 60) range added put
+# 23 of 40 at 0 and none above 0.625 (README, "Tasks and grading").
 DEFAULT_STEP_WEIGHTS = (0.8, 0.15, 0.05)
 DEFAULT_NUMBER_RANGES = ((2, 10), (5, 20))
 
