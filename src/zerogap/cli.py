@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = (
     "zerogap.score_cli",
     "zerogap.task_cli",
+    "zerogap.run_cli",
 )
 
 EPILOG = """examples:
