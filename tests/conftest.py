@@ -1,0 +1,20 @@
+"""Shared fixtures: the weight-free tiny Llama used for mechanics tests."""
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def make_tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture
+def tiny_llama():
+    return make_tiny_llama()
