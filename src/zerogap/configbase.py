@@ -39,3 +39,15 @@ class JsonConfig:
     def from_json(cls, text: str) -> Self:
         """Rebuild from ``to_json`` output."""
         return cls.from_dict(json.loads(text))
+
+
+def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int (not a bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def require_positive(owner: str, name: str, value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is a real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{owner}.{name} must be a number > 0, got {value!r}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zerogap.configbase import JsonConfig
+from zerogap.configbase import JsonConfig, require_int, require_positive
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,9 @@ class LNEBlockingConfig(JsonConfig):
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.t_task, bool) or not isinstance(self.t_task, int) or self.t_task < 0:
-            raise ValueError(
-                f"LNEBlockingConfig.t_task must be an integer >= 0, got {self.t_task!r}"
-            )
-        if not isinstance(self.beta, int | float) or not self.beta > 0:
-            raise ValueError(f"LNEBlockingConfig.beta must be a number > 0, got {self.beta!r}")
-        if not isinstance(self.temperature, int | float) or not self.temperature > 0:
-            raise ValueError(
-                f"LNEBlockingConfig.temperature must be a number > 0, got {self.temperature!r}"
-            )
+        require_int("LNEBlockingConfig", "t_task", self.t_task, 0)
+        require_positive("LNEBlockingConfig", "beta", self.beta)
+        require_positive("LNEBlockingConfig", "temperature", self.temperature)
 
 
 def entropy(logits: Tensor) -> Tensor:

@@ -31,21 +31,14 @@ import torch
 from torch import Tensor
 from transformers import LogitsProcessor
 
+from zerogap.configbase import require_int
 from zerogap.decoding.blocking import block_argmax
 from zerogap.decoding.railcap import RailCapConfig, pad_trajectories, railcap_apply
 
 
-def _check_layout(prompt_length: int, num_return_sequences: int) -> None:
-    if isinstance(prompt_length, bool) or not isinstance(prompt_length, int) or prompt_length < 0:
-        raise ValueError(f"prompt_length must be an integer >= 0, got {prompt_length!r}")
-    if (
-        isinstance(num_return_sequences, bool)
-        or not isinstance(num_return_sequences, int)
-        or num_return_sequences < 1
-    ):
-        raise ValueError(
-            f"num_return_sequences must be an integer >= 1, got {num_return_sequences!r}"
-        )
+def _check_layout(owner: str, prompt_length: int, num_return_sequences: int) -> None:
+    require_int(owner, "prompt_length", prompt_length, 0)
+    require_int(owner, "num_return_sequences", num_return_sequences, 1)
 
 
 class RailCapLogitsProcessor(LogitsProcessor):
@@ -77,7 +70,7 @@ class RailCapLogitsProcessor(LogitsProcessor):
         prompt_length: int,
         num_return_sequences: int = 1,
     ) -> None:
-        _check_layout(prompt_length, num_return_sequences)
+        _check_layout("RailCapLogitsProcessor", prompt_length, num_return_sequences)
         self.config = config or RailCapConfig()
         self.prompt_length = prompt_length
         self.num_return_sequences = num_return_sequences
@@ -119,7 +112,7 @@ class LNEBlockingLogitsProcessor(LogitsProcessor):
     def __init__(
         self, counts: Tensor | list[int], *, prompt_length: int, num_return_sequences: int = 1
     ) -> None:
-        _check_layout(prompt_length, num_return_sequences)
+        _check_layout("LNEBlockingLogitsProcessor", prompt_length, num_return_sequences)
         self.counts = torch.as_tensor(counts, dtype=torch.long)  # (Q,)
         self.prompt_length = prompt_length
         self.num_return_sequences = num_return_sequences

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zerogap.configbase import JsonConfig
+from zerogap.configbase import JsonConfig, require_int, require_positive
 
 MODES = ("cap", "ban")
 
@@ -47,14 +47,10 @@ class RailCapConfig(JsonConfig):
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise ValueError(f"RailCapConfig.n must be an integer >= 1, got {self.n!r}")
+        require_int("RailCapConfig", "n", self.n, 1)
         if self.mode not in MODES:
             raise ValueError(f"RailCapConfig.mode must be one of {MODES}, got {self.mode!r}")
-        if not isinstance(self.temperature, int | float) or not self.temperature > 0:
-            raise ValueError(
-                f"RailCapConfig.temperature must be a number > 0, got {self.temperature!r}"
-            )
+        require_positive("RailCapConfig", "temperature", self.temperature)
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:
