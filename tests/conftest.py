@@ -5,7 +5,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
-def make_tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -15,6 +15,12 @@ def make_tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
+@pytest.fixture(scope="session")
+def make_tiny_llama():
+    """Factory: ``make_tiny_llama(seed)`` -> a fresh weight-free tiny Llama (eval mode)."""
+    return _tiny_llama
+
+
 @pytest.fixture
 def tiny_llama():
-    return make_tiny_llama()
+    return _tiny_llama()
