@@ -1,0 +1,10 @@
+"""The sampling engine: batched, shared-prefix, batch-independent sampling and greedy decoding.
+
+``sample`` and ``greedy`` take a transformers model and tokenizer (see :mod:`zerogap.models`);
+strategies plug in through :mod:`zerogap.engine.hooks`.
+"""
+
+from zerogap.engine.hf import Generation, greedy, sample
+from zerogap.engine.hooks import Intervention, Patch
+
+__all__ = ["Generation", "Intervention", "Patch", "greedy", "sample"]

@@ -1,0 +1,69 @@
+"""The two hooks through which strategies change decoding (see the engine interface note).
+
+* An :class:`Intervention` edits each step's next-token logits for the rows still running.
+* A :data:`Patch` wraps every forward pass of an engine call in a context manager (for example
+  forward hooks on MLP layers).
+
+Identity is ``None`` for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+Patch = Callable[[Any], contextlib.AbstractContextManager]
+
+
+@runtime_checkable
+class Intervention(Protocol):
+    """A batched logits edit applied at every sampling step, before temperature.
+
+    Must not synchronise with the host per step (no ``.item()``, ``.tolist()`` or Python loops
+    over rows): it runs once per decoding step for the whole batch.
+    """
+
+    def __call__(
+        self,
+        logits: torch.Tensor,
+        tokens: torch.Tensor,
+        lengths: torch.Tensor,
+        question: torch.Tensor,
+        sample: torch.Tensor,
+    ) -> torch.Tensor:
+        """Edit one step's logits.
+
+        Parameters
+        ----------
+        logits : (R, V) float32
+            Raw next-token logits of the R running rows.
+        tokens : (R, S) long
+            Tokens each row generated so far, left-aligned; positions ``>= lengths[r]`` are -1.
+        lengths : (R,) long
+            Number of generated tokens per row (0 at the first step).
+        question : (R,) long
+            Index of each row's question in the prompt list of the engine call.
+        sample : (R,) long
+            Each row's sample index within its question, ``0 .. m-1``.
+
+        Returns
+        -------
+        (R, V) float32
+            The edited logits (editing in place and returning ``logits`` is allowed).
+        """
+        ...
+
+
+def sample_stats(intervention: Intervention | None, question: int, sample: int) -> dict:
+    """The intervention's statistics for one finished sample, or ``{}`` if it keeps none."""
+    if intervention is None or not hasattr(intervention, "sample_stats"):
+        return {}
+    return dict(intervention.sample_stats(question, sample))
+
+
+def patched(patch: Patch | None, model) -> contextlib.AbstractContextManager:
+    """``patch(model)``, or a no-op context when there is no patch."""
+    return contextlib.nullcontext() if patch is None else patch(model)

