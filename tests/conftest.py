@@ -10,7 +10,7 @@ def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     config = LlamaConfig(
         vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+        bos_token_id=1, eos_token_id=2,
     )
     return LlamaForCausalLM(config).eval()
 
@@ -24,3 +24,14 @@ def make_tiny_llama():
 @pytest.fixture
 def tiny_llama():
     return _tiny_llama()
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    """The embedded SmolLM2 tokenizer (49,152 ids, as the tiny Llama), read from its GGUF file."""
+    from transformers import AutoTokenizer
+
+    from zerogap.models import embedded_gguf
+
+    path = embedded_gguf()
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)

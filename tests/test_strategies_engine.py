@@ -1,0 +1,97 @@
+"""Strategies on the real sampling engine: RailCap against Identity on a model that memorised
+its items, and the shortcut patch inside the engine's cache handling."""
+
+import pytest
+import torch
+
+from zerogap.decoding.blocking import entropy
+from zerogap.engine import greedy, sample
+from zerogap.patching import NeuronPatch
+from zerogap.strategies import get_strategy
+
+ITEMS = [
+    ("Tom has 12 pens and gives away 5.", "Tom keeps 12 - 5 = 7 pens. The answer is 7."),
+    ("Ann buys 3 bags of 4 apples.", "Ann has 3 * 4 = 12 apples. The answer is 12."),
+    ("Sam reads 9 pages a day for 2 days.", "Sam reads 9 * 2 = 18 pages. The answer is 18."),
+    ("Lia had 20 coins and lost 8.", "Lia has 20 - 8 = 12 coins left. The answer is 12."),
+]
+PROMPTS = [f"Question: {q}\nAnswer:" for q, _ in ITEMS]
+IDS = [f"q{i}" for i in range(len(ITEMS))]
+
+
+@pytest.fixture(scope="module")
+def memorised(make_tiny_llama, smol_tokenizer):
+    """The tiny Llama fine-tuned (about 7 s) until its greedy answers are the items' answers.
+
+    Embeddings are scaled up and frozen so that the output distribution is peaked (a model that
+    memorised its items samples them back) and each step is cheap.
+    """
+    model = make_tiny_llama(0)
+    tok = smol_tokenizer
+    seqs = [tok(p)["input_ids"] + tok(" " + a)["input_ids"] + [tok.eos_token_id]
+            for p, (_, a) in zip(PROMPTS, ITEMS, strict=True)]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), tok.eos_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = labels[i, : len(s)] = torch.tensor(s)
+    threads = torch.get_num_threads()
+    # One thread: this model is too small to gain from two, and loses much when cores are shared.
+    torch.set_num_threads(1)
+    emb = model.model.embed_tokens.weight
+    emb.requires_grad_(False)
+    emb.mul_(30)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for _ in range(60):
+        loss = model(input_ids=ids, attention_mask=(labels != -100).long(), labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    decodes = greedy(model, tok, PROMPTS, max_new_tokens=24)
+    assert [d.text.strip() for d in decodes] == [a for _, a in ITEMS]
+    yield model, tok, decodes
+    torch.set_num_threads(threads)
+
+
+def share_on_greedy(model, tok, decodes, strategy, m=8):
+    hooks = strategy.hooks(greedy=[d.token_ids for d in decodes], entropies=None, m=m,
+                           device="cpu", base_model=None)
+    out = sample(model, tok, PROMPTS, m=m, temperature=strategy.temperature, max_new_tokens=24,
+                 question_ids=IDS, seed=0, intervention=hooks.intervention)
+    same = [s.token_ids == d.token_ids for d, samples in zip(decodes, out, strict=True)
+            for s in samples]
+    return sum(same) / len(same), out
+
+
+def test_railcap_pulls_samples_off_the_memorised_trajectory(memorised):
+    model, tok, decodes = memorised
+    identity, _ = share_on_greedy(model, tok, decodes, get_strategy("identity"))
+    railcap, out = share_on_greedy(model, tok, decodes, get_strategy("railcap"))
+    ban, _ = share_on_greedy(model, tok, decodes, get_strategy("railcap-ban"))
+    assert identity >= 0.5  # the model did memorise: most plain samples are the greedy answer
+    assert railcap <= identity - 0.4 and ban <= identity - 0.4
+    stats = [s.stats for samples in out for s in samples]
+    assert all(set(s) == {"interventions", "steps_on_trajectory"} for s in stats)
+    assert sum(s["interventions"] for s in stats) > 0
+    assert all(s["interventions"] <= s["steps_on_trajectory"] for s in stats)
+
+
+@torch.no_grad()
+def test_patched_greedy_in_engine_equals_uncached_recompute(memorised, make_tiny_llama):
+    """The engine splits the shared prefix, joins rows and rebuilds caches every step; the patch
+    source must see exactly the evaluated model's context throughout."""
+    target, tok, _ = memorised
+    patch = NeuronPatch(make_tiny_llama(1), [(0, i) for i in range(0, 128, 3)] + [(1, 7)])
+    decodes = greedy(target, tok, PROMPTS[:3], max_new_tokens=6, patch=patch,
+                     return_entropy=True)
+    plain = greedy(target, tok, PROMPTS[:3], max_new_tokens=6, return_entropy=True)
+    for prompt, d, p in zip(PROMPTS, decodes, plain, strict=False):
+        ids = torch.tensor([tok(prompt)["input_ids"] + d.token_ids])
+        with patch(target):
+            logits = target(input_ids=ids, use_cache=False).logits[0]
+        start = ids.shape[1] - len(d.token_ids) - 1
+        expected = entropy(logits[start : start + len(d.entropies)])
+        assert d.entropies == pytest.approx(expected.tolist(), abs=1e-4)
+        assert d.entropies != pytest.approx(p.entropies, abs=1e-2)  # the patch mattered
