@@ -58,6 +58,60 @@ def bench_core(rows=256, vocab=49_152, length=512, n=4, repeats=20) -> None:
     print(f"  rows on trajectory: {int(on.sum())}/{rows}, capped: {int(hit.sum())}")
 
 
+PROMPT = "Question: {q}\nAnswer: Let's think step by step."
+QUESTIONS = [
+    "Tom has 12 pens. Tom gives away 5 pens. How many pens does Tom have now?",
+    "Ann buys 3 bags with 4 apples each. How many apples does Ann have?",
+    "Sam reads 9 pages a day for 2 days. How many pages does Sam read?",
+    "Lia had 20 coins and lost 8. How many coins does Lia have left?",
+    "A box holds 6 eggs. How many eggs are in 5 boxes?",
+    "Ben is 7 years old. His sister is 3 years older. How old is his sister?",
+    "A train travels 60 km in one hour. How far does it go in 3 hours?",
+    "Mia has 15 stickers and gives 6 to Leo. How many stickers does Mia keep?",
+]
+
+
+def bench_engine(rows: int, repeats: int, max_new_tokens: int = 64) -> None:
+    from zerogap.decoding.railcap import RailCapConfig, RailCapHook
+    from zerogap.engine import greedy, sample
+    from zerogap.models import load_model
+
+    loaded = load_model("embedded")
+    model, tok = loaded.model, loaded.tokenizer
+    m = max(1, rows // len(QUESTIONS))
+    prompts = [PROMPT.format(q=q) for q in QUESTIONS]
+    ids = [f"b{i}" for i in range(len(prompts))]
+    trajectories = [g.token_ids for g in greedy(model, tok, prompts, max_new_tokens=max_new_tokens)]
+    print(f"engine: embedded SmolLM2-135M, {len(prompts)} questions x m={m} = {len(prompts) * m} "
+          f"rows (max_batch={len(prompts) * m}), {max_new_tokens} new tokens, T=0.7, "
+          f"{torch.get_num_threads()} threads")
+
+    def run(strategy: str) -> tuple[float, int, int]:
+        hook = None
+        if strategy == "railcap":
+            hook = RailCapHook(trajectories, RailCapConfig(), samples_per_question=m)
+        start = time.perf_counter()
+        out = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new_tokens,
+                     question_ids=ids, seed=0, intervention=hook, max_batch=len(prompts) * m)
+        seconds = time.perf_counter() - start
+        tokens = sum(len(s.token_ids) + (s.finish == "eos") for q in out for s in q)
+        capped = sum(s.stats.get("interventions", 0) for q in out for s in q)
+        return seconds, tokens, capped
+
+    totals = {"identity": [0.0, 0], "railcap": [0.0, 0]}
+    for r in range(repeats):
+        for strategy in ("identity", "railcap") if r % 2 == 0 else ("railcap", "identity"):
+            seconds, tokens, capped = run(strategy)
+            totals[strategy][0] += seconds
+            totals[strategy][1] += tokens
+            extra = f", {capped} capped steps" if strategy == "railcap" else ""
+            print(f"  repeat {r} {strategy:8s} {tokens / seconds:7.1f} tok/s ({tokens} tokens in "
+                  f"{seconds:.1f} s{extra})")
+    rate = {k: t / s for k, (s, t) in totals.items()}
+    print(f"  identity {rate['identity']:.1f} tok/s, railcap {rate['railcap']:.1f} tok/s: "
+          f"ratio {rate['railcap'] / rate['identity']:.3f} (target >= 0.97)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("core", "engine", "all"), default="all")
@@ -69,6 +123,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.part in ("core", "all"):
         bench_core()
+    if args.part in ("engine", "all"):
+        bench_engine(args.rows, args.repeats)
 
 
 if __name__ == "__main__":

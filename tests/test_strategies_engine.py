@@ -6,8 +6,9 @@ import torch
 
 from zerogap.decoding.blocking import entropy
 from zerogap.engine import greedy, sample
-from zerogap.patching import NeuronPatch
+from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
 from zerogap.strategies import get_strategy
+from zerogap.tasks.base import Grade, Question, Task
 
 ITEMS = [
     ("Tom has 12 pens and gives away 5.", "Tom keeps 12 - 5 = 7 pens. The answer is 7."),
@@ -95,3 +96,44 @@ def test_patched_greedy_in_engine_equals_uncached_recompute(memorised, make_tiny
         expected = entropy(logits[start : start + len(d.entropies)])
         assert d.entropies == pytest.approx(expected.tolist(), abs=1e-4)
         assert d.entropies != pytest.approx(p.entropies, abs=1e-2)  # the patch mattered
+
+
+class MemoTask:
+    """The memorised items as a task: exact-answer grading (a real implementation of Task)."""
+
+    name = "memo"
+    stop = ()
+
+    def questions(self, split="test"):
+        return [Question(f"q{i}", q, a) for i, (q, a) in enumerate(ITEMS)]
+
+    def prompt(self, question):
+        return f"Question: {question.text}\nAnswer:"
+
+    def grade(self, question, response):
+        ok = response.strip() == question.answer
+        return Grade(response.strip() if ok else None, ok)
+
+    def config(self):
+        return {}
+
+
+def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llama, tmp_path):
+    contaminated, tok, _ = memorised
+    base, uncontaminated = make_tiny_llama(1), make_tiny_llama(2)
+    task = MemoTask()
+    qs = task.questions()
+    assert isinstance(task, Task)
+    ranking, meta = locate_neurons(base, contaminated, uncontaminated, tok, task, qs[:2], qs[2:],
+                                   block_size=64, max_new_tokens=24)
+    assert sorted(ranking) == [(0, i) for i in range(128)]  # every ranked neuron, once
+    assert meta["accuracy"] == {"base": 0.0, "contaminated": 1.0}
+    path = tmp_path / "neurons.json"
+    save_neurons(path, ranking, meta)
+    strategy = get_strategy("shortcut", {"neurons": str(path), "top_k": 64})
+    hooks = strategy.hooks(greedy=None, entropies=None, m=2, device="cpu", base_model=base)
+    out = sample(contaminated, tok, PROMPTS, m=2, temperature=strategy.temperature,
+                 max_new_tokens=16, question_ids=IDS, seed=0, patch=hooks.patch)
+    plain = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=16,
+                   question_ids=IDS, seed=0)
+    assert [s.token_ids for q in out for s in q] != [s.token_ids for q in plain for s in q]

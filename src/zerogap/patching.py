@@ -355,6 +355,73 @@ def _extend_cache(cache, num_layers: int) -> None:
             cache.layers.append(DynamicLayer())
 
 
+def locate_neurons(
+    base: nn.Module,
+    contaminated: nn.Module,
+    uncontaminated: nn.Module,
+    tokenizer,
+    task,
+    leaked: Sequence,
+    calibration: Sequence,
+    *,
+    block_size: int = 512,
+    max_new_tokens: int = 256,
+    progress: bool = False,
+) -> tuple[list[Neuron], dict]:
+    """Rank every neuron of layers ``0 .. L-2`` by ``S + C`` (Phase A of the method).
+
+    Parameters
+    ----------
+    base, contaminated, uncontaminated : Llama-style models sharing ``tokenizer``
+    task : zerogap task (``prompt``, ``grade``, ``stop``)
+    leaked : sequence of Question
+        Items the contaminated model saw (comparative score).
+    calibration : sequence of Question
+        The subset on which greedy accuracy gives the causal score.
+    block_size : int
+        Neurons per causal block; a model narrower than it is scored one layer per block.
+
+    Returns
+    -------
+    ranking : list of (layer, index)
+        All ranked neurons, best first (save it whole; ``top_k`` picks the head).
+    meta : dict
+        Accuracies and sizes, for the saved file's provenance.
+    """
+    from zerogap.engine import greedy
+
+    _, d_ff = mlp_width(contaminated)
+    block = min(block_size, d_ff)
+    leak_prompts = [task.prompt(q) for q in leaked]
+    answers = greedy(contaminated, tokenizer, leak_prompts, max_new_tokens=max_new_tokens,
+                     stop=task.stop, progress=progress)
+    items = [(tokenizer(p)["input_ids"], a.token_ids)
+             for p, a in zip(leak_prompts, answers, strict=True)]
+    comparative = comparative_scores(contaminated, uncontaminated, items)
+    cal_prompts = [task.prompt(q) for q in calibration]
+    names = {id(base): "base", id(contaminated): "contaminated"}
+    accuracies: dict[str, float] = {}  # unpatched accuracies, also the meta's record
+
+    def accuracy(model, patch):
+        if patch is None and names[id(model)] in accuracies:
+            return accuracies[names[id(model)]]
+        out = greedy(model, tokenizer, cal_prompts, max_new_tokens=max_new_tokens,
+                     stop=task.stop, patch=patch)
+        grades = [task.grade(q, g.text).correct for q, g in zip(calibration, out, strict=True)]
+        value = sum(grades) / len(grades)
+        if patch is None:
+            accuracies[names[id(model)]] = value
+        return value
+
+    causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block)
+    ranking = rank_neurons(comparative + causal, comparative.numel())
+    meta = {
+        "leaked": len(leaked), "calibration": len(calibration), "block_size": block,
+        "max_new_tokens": max_new_tokens, "accuracy": accuracies,
+    }
+    return ranking, meta
+
+
 def scaled_top_k(config: ShortcutConfig, model: nn.Module) -> int:
     """``config.top_k``, or 4000 scaled to ``model`` when it is 0."""
     return config.top_k or default_top_k(*mlp_width(model))
