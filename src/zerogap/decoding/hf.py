@@ -41,6 +41,24 @@ def _check_layout(owner: str, prompt_length: int, num_return_sequences: int) -> 
     require_int(owner, "num_return_sequences", num_return_sequences, 1)
 
 
+def trajectories_from_sequences(
+    sequences: Tensor, prompt_length: int, eos_token_id: int | list[int]
+) -> list[list[int]]:
+    """Greedy trajectories from ``generate``'s output: each row's new tokens up to its first EOS.
+
+    Examples
+    --------
+    >>> trajectories_from_sequences(torch.tensor([[9, 9, 4, 5, 2, 2], [9, 9, 6, 2, 7, 2]]), 2, 2)
+    [[4, 5], [6]]
+    """
+    eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
+    out = []
+    for row in sequences[:, prompt_length:].tolist():
+        cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+        out.append(row[:cut])
+    return out
+
+
 class RailCapLogitsProcessor(LogitsProcessor):
     """RailCap as a transformers logits processor.
 
