@@ -14,6 +14,7 @@ import sys
 # Subcommand modules, in the order ``zerogap --help`` lists them.
 COMMAND_MODULES = (
     "zerogap.score_cli",
+    "zerogap.run_cli",
 )
 
 EPILOG = """examples:

@@ -1,0 +1,146 @@
+"""The engine on a real (tiny, weight-free) Llama: correctness, batch independence, hooks."""
+
+import contextlib
+import math
+
+import pytest
+import torch
+from toy import VOCAB
+
+from zerogap.engine import greedy, noise, sample
+
+PROMPTS = [f"Q: 1+1=?\nA: 2\n\nQ: {a}+{b}=?\nA:" for a, b in [(2, 3), (10, 7), (4, 4), (21, 9)]]
+IDS = [f"q{i}" for i in range(len(PROMPTS))]
+
+
+def _ids(gens):
+    return [[g.token_ids for g in q] for q in gens]
+
+
+def test_gumbel_argmax_equals_full_vocabulary_argmax():
+    torch.manual_seed(0)
+    hashes = noise.token_hashes(5000, "cpu")
+    # Flat rows need the full-vocabulary fallback, peaked rows take the top-64 path.
+    scores = torch.cat([torch.randn(6, 5000) * 0.1, torch.randn(6, 5000) * 40.0])
+    keys = torch.tensor([noise.row_key(3, "q", s) for s in range(12)], dtype=torch.int32)
+    steps = torch.arange(12)
+    got = noise.gumbel_argmax(scores.clone(), keys, steps, hashes)
+    step_keys = noise._fmix32(keys + steps.to(torch.int32) * noise._GOLDEN)
+    full = scores + noise._gumbel(step_keys, hashes.expand(12, -1))
+    assert torch.equal(got, full.argmax(-1))
+
+
+def test_gumbel_argmax_draws_from_the_softmax():
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    n = 20000
+    scores = probs.log().expand(n, -1).clone()
+    keys = torch.tensor([noise.row_key(0, "q", s) for s in range(n)], dtype=torch.int32)
+    drawn = noise.gumbel_argmax(scores, keys, torch.zeros(n, dtype=torch.long),
+                                noise.token_hashes(4, "cpu"))
+    freq = torch.bincount(drawn, minlength=4).float() / n
+    # 4 standard errors at p=0.5, n=20000 is 0.014
+    assert torch.allclose(freq, probs, atol=0.015), freq
+
+
+def test_top_k_and_top_p_filters():
+    scores = torch.tensor([[3.0, 2.0, 1.0, 0.0]]).log_softmax(-1)
+    assert torch.isinf(noise.filter_top_k_top_p(scores.clone(), 2, None)[0, 2:]).all()
+    p = scores.softmax(-1)[0]
+    kept = ~torch.isinf(noise.filter_top_k_top_p(scores.clone(), None, float(p[0]) + 1e-3))
+    assert kept[0].tolist() == [True, True, False, False]
+
+
+def test_samples_do_not_depend_on_batching_order_or_m(tiny):
+    model, tok = tiny
+    kw = dict(temperature=0.7, max_new_tokens=12, seed=5)
+    full = sample(model, tok, PROMPTS, m=4, question_ids=IDS, **kw)
+    narrow = sample(model, tok, PROMPTS, m=4, question_ids=IDS, max_batch=3, **kw)
+    subset = sample(model, tok, PROMPTS[::-1][:3], m=2, question_ids=IDS[::-1][:3],
+                    max_batch=5, **kw)
+    assert _ids(full) == _ids(narrow)
+    assert _ids(subset) == [[g.token_ids for g in q[:2]] for q in full[::-1][:3]]
+    other_seed = sample(model, tok, PROMPTS, m=4, question_ids=IDS, **{**kw, "seed": 6})
+    assert _ids(other_seed) != _ids(full)
+    # the 4 samples of a question differ from one another
+    assert all(len({tuple(t) for t in q}) == 4 for q in _ids(full))
+
+
+def test_finish_reasons_eos_and_stop(tiny):
+    model, tok = tiny
+    gens = sample(model, tok, PROMPTS, m=8, temperature=1.0, max_new_tokens=20,
+                  question_ids=IDS, stop=("e",))
+    reasons = {g.finish for q in gens for g in q}
+    assert reasons <= {"eos", "stop", "length"} and "stop" in reasons
+    for g in (g for q in gens for g in q):
+        assert len(g.token_ids) <= 20 and VOCAB - 1 not in g.token_ids
+        assert "e" not in g.text
+        if g.finish == "stop":
+            assert "e" in tok.decode(g.token_ids)
+            assert tok.decode(g.token_ids).startswith(g.text)
+        if g.finish == "length":
+            assert len(g.token_ids) == 20
+
+
+def test_greedy_matches_generate_and_reports_entropy(tiny):
+    model, tok = tiny
+    out = greedy(model, tok, PROMPTS, max_new_tokens=10, return_entropy=True, max_batch=2)
+    for prompt, g in zip(PROMPTS, out, strict=True):
+        enc = tok(prompt, return_tensors="pt")
+        ref = model.generate(**enc, max_new_tokens=10, do_sample=False,
+                             pad_token_id=VOCAB - 1)[0, enc.input_ids.shape[1]:].tolist()
+        if VOCAB - 1 in ref:
+            ref = ref[: ref.index(VOCAB - 1)]
+        assert g.token_ids == ref
+        assert len(g.entropies) == len(g.token_ids) + (g.finish == "eos")
+        assert all(0 <= h <= math.log(VOCAB) + 1e-4 for h in g.entropies)
+
+
+class _BanAndCount:
+    """Bans one token; checks the rows' bookkeeping it is given; counts calls per sample."""
+
+    def __init__(self, banned):
+        self.banned = banned
+        self.calls = {}
+        self.ok = True
+
+    def __call__(self, logits, tokens, lengths, question, sample):
+        rows = torch.arange(len(lengths))
+        written = tokens >= 0
+        self.ok &= bool((written.sum(1) == lengths).all())
+        self.ok &= bool((tokens[rows[lengths > 0], lengths[lengths > 0] - 1] >= 0).all())
+        for q, s in zip(question.tolist(), sample.tolist(), strict=True):
+            self.calls[(q, s)] = self.calls.get((q, s), 0) + 1
+        logits[:, self.banned] = float("-inf")
+        return logits
+
+    def sample_stats(self, question, sample):
+        return {"steps": self.calls[(question, sample)]}
+
+
+def test_intervention_and_patch_hooks(tiny):
+    model, tok = tiny
+    ban = _BanAndCount(banned=tok.convert_tokens_to_ids("e"))
+    entered = []
+
+    @contextlib.contextmanager
+    def patch(m):
+        entered.append(m)
+        yield
+
+    gens = sample(model, tok, PROMPTS, m=3, temperature=1.0, max_new_tokens=15,
+                  question_ids=IDS, intervention=ban, patch=patch, max_batch=4)
+    assert ban.ok and entered == [model]
+    for q, per_q in enumerate(gens):
+        for s, g in enumerate(per_q):
+            assert ban.banned not in g.token_ids
+            # one hook call per generated token (EOS included)
+            assert g.stats == {"steps": len(g.token_ids) + (g.finish == "eos")}
+            assert ban.calls[(q, s)] == g.stats["steps"]
+
+
+def test_bad_arguments_are_refused(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="temperature"):
+        sample(model, tok, PROMPTS, m=2, temperature=0.0, max_new_tokens=4, question_ids=IDS)
+    with pytest.raises(ValueError, match="question ids"):
+        sample(model, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=4, question_ids=IDS[:1])

@@ -1,0 +1,206 @@
+"""Runs through the CLI into real run stores: resume after SIGKILL, refusals, exports."""
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from zerogap import cli
+from zerogap.store import DB_NAME
+
+HERE = Path(__file__).parent
+SRC = HERE.parents[1] / "src"
+# The real dispatcher, with only this module's commands: other subcommand modules live on
+# other branches and are not what these tests are about.
+COMMANDS = ("zerogap.run_cli",)
+SCRIPT = f"""
+import sys
+sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]
+import toy
+from zerogap import cli
+cli.COMMAND_MODULES = {COMMANDS!r}
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def main(argv):
+    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, COMMANDS
+    try:
+        return cli.main(argv)
+    finally:
+        cli.COMMAND_MODULES = saved
+
+
+def _args(model_dir, run_dir, *extra):
+    return ["sample", "--model", str(model_dir), "--task", "toy-arith", "-m", "6", "-T", "0.9",
+            "--max-new-tokens", "24", "--seed", "3", "--run-dir", str(run_dir), "--quiet",
+            "--task-option", "stop=Q:", *extra]
+
+
+def _samples(run_dir):
+    con = sqlite3.connect(run_dir / DB_NAME)
+    try:
+        return con.execute("SELECT question_id, sample, text, n_tokens, finish, correct "
+                           "FROM samples ORDER BY question_id, sample").fetchall()
+    finally:
+        con.close()
+
+
+def _stored(run_dir) -> int:
+    if not (run_dir / DB_NAME).exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{run_dir / DB_NAME}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tiny_dir, tmp_path):
+    reference = tmp_path / "reference"
+    assert main(_args(tiny_dir, reference, "--max-batch", "64")) == 0
+    expected = _samples(reference)
+    assert len(expected) == 10 * 6
+
+    run_dir = tmp_path / "killed"
+    rng = random.Random(0)
+    kills = 0
+    for _ in range(3):
+        before = _stored(run_dir)
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT,
+                                 *_args(tiny_dir, run_dir, "--max-batch", "7")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and _stored(run_dir) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.3))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        stored = _samples(run_dir)
+        assert len(stored) % 6 == 0  # whole questions only
+        assert stored == [row for row in expected if row[:2] in {r[:2] for r in stored}]
+    assert kills >= 1
+    assert main(_args(tiny_dir, run_dir, "--max-batch", "7")) == 0
+    assert _samples(run_dir) == expected
+
+
+def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(_args(tiny_dir, run_dir, "--limit", "3")) == 0
+    assert main(["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "2",
+                 "--max-new-tokens", "8", "--run-dir", str(run_dir), "--quiet",
+                 "--task-option", "stop=Q:"]) == 0
+    assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
+                 "--jsonl", str(tmp_path / "s.jsonl")]) == 0
+    counts = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in counts] == ["test-0", "test-1", "test-2"]
+    assert all(c["samples"] == 6 and 0 <= c["correct"] <= 6 for c in counts)
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 18
+    capsys.readouterr()
+    assert main(["runs", "show", str(run_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert "questions done     3" in shown and "samples            18" in shown
+    assert "greedy decodes     2" in shown
+    # extending the run with a larger limit samples only the new questions
+    assert main(_args(tiny_dir, run_dir, "--limit", "4")) == 0
+    assert "sampled 1 questions (4 stored" in capsys.readouterr().out
+
+
+def _tree_digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_bad_inputs_give_one_line_and_touch_nothing(tiny_dir, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    before = _tree_digest(run_dir)
+    capsys.readouterr()
+
+    cases = [
+        (_args(tiny_dir, run_dir, "--limit", "2", "-m", "5"), "differing fields: m (stored 6"),
+        (_args(tmp_path / "nowhere", run_dir), "model path"),
+        (["sample", "--model", str(tiny_dir), "--task", "no-such-task", "--run-dir",
+          str(run_dir)], "unknown task 'no-such-task'"),
+        (_args(tiny_dir, run_dir, "--strategy", "magic"), "unknown strategy 'magic'"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert _tree_digest(run_dir) == before
+
+    fresh = tmp_path / "never-created"
+    assert main(_args(tmp_path / "nowhere", fresh)) == 2
+    assert not fresh.exists()
+
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / DB_NAME).write_bytes(b"\x00garbage" * 512)
+    corrupt_before = _tree_digest(corrupt)
+    assert main(_args(tiny_dir, corrupt)) == 2
+    assert "is not a zerogap run store" in capsys.readouterr().err
+    assert main(["runs", "show", str(corrupt)]) == 2
+    assert _tree_digest(corrupt) == corrupt_before
+
+
+def test_peft_adapter_folder_is_merged(tiny_dir, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from zerogap.models import load_model
+
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_dir),
+                                LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(1)
+    for name, p in peft_model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_(0, 0.5)  # B starts at zero; make the adapter change the function
+    peft_model.save_pretrained(tmp_path / "adapter")
+    base = load_model(str(tiny_dir), device="cpu")
+    merged = load_model(str(tmp_path / "adapter"), device="cpu")
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        assert torch.allclose(merged.model(ids).logits, peft_model.eval()(ids).logits, atol=1e-5)
+    assert merged.fingerprint != base.fingerprint
+    assert load_model(str(tiny_dir), device="cpu").fingerprint == base.fingerprint
+
+
+@pytest.mark.slow
+def test_embedded_model_loads_from_its_cache(tmp_path):
+    import torch
+
+    from zerogap.engine import greedy
+    from zerogap.models import cache_dir, load_model
+
+    first = load_model("embedded", device="cpu")  # converts on a fresh machine
+    t0 = time.perf_counter()
+    again = load_model("embedded", device="cpu")
+    assert time.perf_counter() - t0 < 10  # the 13 s GGUF conversion is not repeated
+    assert again.fingerprint == first.fingerprint
+    assert any((cache_dir() / "models").glob("gguf-SmolLM2-135M-Instruct*"))
+    assert type(again.model).__name__ == "LlamaForCausalLM"
+    prompts = ["Question: What is 2 plus 3?\nAnswer:", "Question: What is 6 plus 1?\nAnswer:"]
+    out = greedy(again.model, again.tokenizer, prompts, max_new_tokens=8)
+    for prompt, g in zip(prompts, out, strict=True):
+        enc = again.tokenizer(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            ref = again.model.generate(**enc, max_new_tokens=8, do_sample=False)
+        ref = ref[0, enc.input_ids.shape[1]:].tolist()
+        eos = again.tokenizer.eos_token_id
+        assert g.token_ids == (ref[: ref.index(eos)] if eos in ref else ref)
