@@ -10,7 +10,13 @@ from transformers import PreTrainedTokenizerFast
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
 from zerogap.patching import NeuronPatch, save_neurons
-from zerogap.strategies import from_record, get_strategy, parse_overrides, strategy_names
+from zerogap.strategies import (
+    get_strategy,
+    parse_overrides,
+    setting_names,
+    strategy_from_record,
+    strategy_names,
+)
 
 
 def word_tokenizer():
@@ -54,8 +60,11 @@ def test_parse_overrides_types_and_errors():
 
 def test_record_round_trips_through_json():
     s = get_strategy("lne-blocking", {"t_task": 4})
-    back = from_record(json.loads(json.dumps(s.record())))
+    back = strategy_from_record("lne-blocking", json.loads(s.config.to_json()))
     assert back.name == "lne-blocking" and back.config == s.config
+    assert setting_names("shortcut") == [
+        "base", "block_size", "calibration_size", "neurons", "temperature", "top_k"
+    ]
 
 
 def test_hooks_are_built_from_greedy_data():
@@ -85,7 +94,7 @@ def test_shortcut_hooks_need_neurons_and_base(tmp_path, make_tiny_llama):
     path = tmp_path / "n.json"
     save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
     s = get_strategy("shortcut", {"neurons": str(path)})
-    with pytest.raises(ValueError, match="base model"):
+    with pytest.raises(ValueError, match="base=MODEL"):
         s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=None)
     patch = s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch
     # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.

@@ -7,8 +7,9 @@ import torch
 from zerogap import engine
 from zerogap.decoding.blocking import entropy
 from zerogap.engine import greedy, sample
-from zerogap.mitigation import run_strategy, strategy_counts
+from zerogap.models import LoadedModel, weight_fingerprint
 from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
+from zerogap.runs import SampleSettings, run_counts, run_sample
 from zerogap.store import GreedyRow, RunStore
 from zerogap.strategies import get_strategy
 from zerogap.tasks.base import Grade, Question, Task
@@ -142,47 +143,63 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
     assert [s.token_ids for q in out for s in q] != [s.token_ids for q in plain for s in q]
 
 
-def test_run_strategy_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path, monkeypatch):
+def run(strategy, loaded, store, greedy_store, m=4, **options):
+    task = MemoTask()
+    settings = SampleSettings(m=m, temperature=0.7, max_new_tokens=24, seed=0)
+    return run_sample(loaded, task, task.questions(), store, settings, split="test",
+                      strategy=strategy, strategy_options=options, greedy_store=greedy_store)
+
+
+def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path, monkeypatch):
     model, tok, _ = memorised
-    task, qs = MemoTask(), MemoTask().questions()
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    qs = MemoTask().questions()
     shared = RunStore(tmp_path / "greedy")
     rail_store = RunStore(tmp_path / "railcap")
-    kwargs = dict(m=4, max_new_tokens=24, seed=0, greedy_store=shared)
-    assert run_strategy(get_strategy("railcap"), rail_store, model, tok, task, qs, **kwargs) == 4
+    assert run("railcap", loaded, rail_store, shared) == 4
     greedy_rows = shared.greedy()
     assert [greedy_rows[q.id].text.strip() for q in qs] == [a for _, a in ITEMS]
     assert all(r.correct and r.entropies for r in greedy_rows.values())
     samples = list(rail_store.samples())
     assert len(samples) == 16 and all("interventions" in s.stats for s in samples)
-    assert run_strategy(get_strategy("railcap"), rail_store, model, tok, task, qs, **kwargs) == 0
+    assert rail_store.config()["strategy_config"] == {"n": 4, "mode": "cap", "temperature": 0.7}
+    assert run("railcap", loaded, rail_store, shared) == 0  # resumed: nothing left
 
     def no_greedy(*args, **kw):
         raise AssertionError("greedy decodes must come from the store")
 
     monkeypatch.setattr(engine, "greedy", no_greedy)
     ted_store = RunStore(tmp_path / "ted")
-    run_strategy(get_strategy("ted"), ted_store, model, tok, task, qs, **kwargs)
-    ted = get_strategy("ted")
-    counts = strategy_counts(ted, ted_store)
+    run("ted", loaded, ted_store, shared)
     kept = [s.stats["ted_kept"] for s in ted_store.samples()]
     # The memorised model mostly repeats its greedy answer: TED drops those samples.
     assert sum(kept) < len(kept)
+    counts = run_counts(ted_store)
     assert [c["id"] for c in counts] == [q.id for q in qs]
-    assert all(0 <= c["correct"] <= c["samples"] for c in counts)
+    by_q = {}
+    for s in ted_store.samples():
+        by_q.setdefault(s.question_id, []).append(s)
+    for c in counts:
+        rows = by_q[c["id"]]
+        n_kept = sum(r.stats["ted_kept"] for r in rows)
+        assert c["samples"] == (n_kept or 4)
+        assert c["correct"] == sum(r.correct for r in rows if r.stats["ted_kept"])
 
     zero_store = RunStore(tmp_path / "zero")
-    run_strategy(get_strategy("all-zero"), zero_store, model, tok, task, qs, **kwargs)
-    assert strategy_counts(get_strategy("all-zero"), zero_store) == [
+    run("all-zero", loaded, zero_store, shared)
+    assert run_counts(zero_store) == [
         {"id": q.id, "correct": 0, "samples": 4, "first": 0} for q in qs
     ]
+    with pytest.raises(ValueError, match="two temperatures"):
+        run("railcap", loaded, RunStore(tmp_path / "t"), shared, temperature=1.0)
 
 
 def test_lne_blocking_refuses_greedy_without_entropies(memorised, tmp_path):
     model, tok, decodes = memorised
-    task, qs = MemoTask(), MemoTask().questions()
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    qs = MemoTask().questions()
     shared = RunStore(tmp_path / "greedy")
     shared.add_greedy([GreedyRow(q.id, d.token_ids, d.text, d.finish, None, True, None)
                        for q, d in zip(qs, decodes, strict=True)])
     with pytest.raises(ValueError, match="needs greedy entropies.*q0 \\(and 3 more\\)"):
-        run_strategy(get_strategy("lne-blocking"), RunStore(tmp_path / "lne"), model, tok, task,
-                     qs, m=2, max_new_tokens=8, seed=0, greedy_store=shared)
+        run("lne-blocking", loaded, RunStore(tmp_path / "lne"), shared, m=2)

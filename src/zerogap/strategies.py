@@ -86,13 +86,14 @@ class Strategy:
         self.config = config
 
     @property
+    def base_spec(self) -> str:
+        """Model spec of a patch source to load (shortcut only; empty for the others)."""
+        return ""
+
+    @property
     def temperature(self) -> float | None:
         """Sampling temperature tau (None for All-Zero, which samples nothing)."""
         return getattr(self.config, "temperature", None)
-
-    def record(self) -> dict[str, Any]:
-        """``{"name", "config"}``, stored with every run."""
-        return {"name": self.name, "config": self.config.to_dict()}
 
     def hooks(
         self, *, greedy: Sequence[Sequence[int]] | None, entropies, m: int, device, base_model
@@ -176,13 +177,17 @@ class ShortcutStrategy(Strategy):
 
     config_class = ShortcutConfig
 
+    @property
+    def base_spec(self) -> str:
+        return self.config.base
+
     def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
         from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
 
         if not self.config.neurons:
             raise ValueError("strategy shortcut needs --set neurons=PATH (a neuron list JSON)")
         if base_model is None:
-            raise ValueError("strategy shortcut needs the base model as patch source (--base)")
+            raise ValueError("strategy shortcut needs the patch source: --set base=MODEL")
         neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return Hooks(patch=NeuronPatch(base_model, top))
@@ -229,10 +234,16 @@ def get_strategy(name: str, overrides: dict[str, Any] | None = None) -> Strategy
     return cls(name, cls.config_class(**{**preset, **(overrides or {})}))
 
 
-def from_record(record: dict[str, Any]) -> Strategy:
-    """Rebuild a strategy from :meth:`Strategy.record` output (re-validated)."""
-    cls, _ = _lookup(record["name"])
-    return cls(record["name"], cls.config_class.from_dict(record["config"]))
+def strategy_from_record(name: str, config: dict[str, Any]) -> Strategy:
+    """Rebuild a strategy from its name and stored config dict (re-validated)."""
+    cls, _ = _lookup(name)
+    return cls(name, cls.config_class.from_dict(config))
+
+
+def setting_names(name: str) -> list[str]:
+    """The settings strategy ``name`` takes (``--set`` keys), sorted."""
+    cls, _ = _lookup(name)
+    return sorted(f.name for f in dataclasses.fields(cls.config_class))
 
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
