@@ -35,3 +35,13 @@ def smol_tokenizer():
 
     path = embedded_gguf()
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from two threads, and on a shared 2-core machine threads that
+    wait for each other make every op several times slower."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

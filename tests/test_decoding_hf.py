@@ -7,6 +7,8 @@ from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.hf import LNEBlockingLogitsProcessor, RailCapLogitsProcessor
 from zerogap.decoding.railcap import RailCapConfig, RailCapHook
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 PROMPT_LEN, M = 5, 2
 
 

@@ -17,6 +17,8 @@ from zerogap.patching import (
     save_neurons,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 PROMPT = torch.tensor([[1, 40, 41, 42, 43, 44], [1, 50, 51, 52, 53, 54]])
 
 

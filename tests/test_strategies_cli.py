@@ -9,7 +9,7 @@ from zerogap import cli
 from zerogap.patching import save_neurons
 from zerogap.tasks.base import Grade, Question, register_task, task_names
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 ITEMS = [("Tom has 12 pens and gives away 5. How many are left?", "7"),
          ("Ann buys 3 bags of 4 apples. How many apples?", "12")]
@@ -43,18 +43,6 @@ def main(argv):
         return cli.main(argv)
     finally:
         cli.COMMAND_MODULES = saved
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Two OpenMP threads waiting for each other on a shared 2-core machine cost more than they
-    gain on a 135M model at this batch size."""
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from zerogap.store import GreedyRow, RunStore
 from zerogap.strategies import get_strategy
 from zerogap.tasks.base import Grade, Question, Task
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 ITEMS = [
     ("Tom has 12 pens and gives away 5.", "Tom keeps 12 - 5 = 7 pens. The answer is 7."),
     ("Ann buys 3 bags of 4 apples.", "Ann has 3 * 4 = 12 apples. The answer is 12."),
@@ -25,7 +27,7 @@ IDS = [f"q{i}" for i in range(len(ITEMS))]
 
 
 @pytest.fixture(scope="module")
-def memorised(make_tiny_llama, smol_tokenizer):
+def memorised(make_tiny_llama, smol_tokenizer, one_thread):
     """The tiny Llama fine-tuned (about 7 s) until its greedy answers are the items' answers.
 
     Embeddings are scaled up and frozen so that the output distribution is peaked (a model that
@@ -40,9 +42,6 @@ def memorised(make_tiny_llama, smol_tokenizer):
     labels = torch.full((len(seqs), width), -100)
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = labels[i, : len(s)] = torch.tensor(s)
-    threads = torch.get_num_threads()
-    # One thread: this model is too small to gain from two, and loses much when cores are shared.
-    torch.set_num_threads(1)
     emb = model.model.embed_tokens.weight
     emb.requires_grad_(False)
     emb.mul_(30)
@@ -56,8 +55,7 @@ def memorised(make_tiny_llama, smol_tokenizer):
     model.eval()
     decodes = greedy(model, tok, PROMPTS, max_new_tokens=24)
     assert [d.text.strip() for d in decodes] == [a for _, a in ITEMS]
-    yield model, tok, decodes
-    torch.set_num_threads(threads)
+    return model, tok, decodes
 
 
 def share_on_greedy(model, tok, decodes, strategy, m=8):

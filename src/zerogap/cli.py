@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = (
     "zerogap.score_cli",
     "zerogap.run_cli",
+    "zerogap.neurons_cli",
 )
 
 EPILOG = """examples:
