@@ -135,6 +135,8 @@ def test_rank_save_load_round_trip(tmp_path):
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="block_size"):
-        ShortcutConfig(block_size=0)
+    with pytest.raises(ValueError, match="top_k"):
+        ShortcutConfig(top_k=-1)
+    with pytest.raises(ValueError, match="base"):
+        ShortcutConfig(base=None)
     assert ShortcutConfig.from_json(ShortcutConfig(top_k=5).to_json()).top_k == 5

@@ -63,7 +63,7 @@ def test_record_round_trips_through_json():
     back = strategy_from_record("lne-blocking", json.loads(s.config.to_json()))
     assert back.name == "lne-blocking" and back.config == s.config
     assert setting_names("shortcut") == [
-        "base", "block_size", "calibration_size", "neurons", "temperature", "top_k"
+        "base", "neurons", "temperature", "top_k"
     ]
 
 

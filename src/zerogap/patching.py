@@ -54,13 +54,12 @@ Neuron = tuple[int, int]  # (layer, index)
 
 @dataclass(frozen=True)
 class ShortcutConfig(JsonConfig):
-    """Shortcut-neuron patching's parameters."""
+    """Shortcut-neuron patching's parameters while sampling (locating has its own, recorded in
+    the neuron list's ``meta``)."""
 
     neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
     base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
     top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size"})
-    block_size: int = field(default=512, metadata={"help": "neurons per causal block"})
-    calibration_size: int = field(default=100, metadata={"help": "questions for causal scores"})
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
 
     def __post_init__(self) -> None:
@@ -69,8 +68,6 @@ class ShortcutConfig(JsonConfig):
             if not isinstance(value, str):
                 raise ValueError(f"ShortcutConfig.{name} must be a string, got {value!r}")
         require_int("ShortcutConfig", "top_k", self.top_k, 0)
-        require_int("ShortcutConfig", "block_size", self.block_size, 1)
-        require_int("ShortcutConfig", "calibration_size", self.calibration_size, 1)
         require_positive("ShortcutConfig", "temperature", self.temperature)
 
 
