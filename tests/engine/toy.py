@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zerogap.tasks.base import Grade, Question, register_task
+from zerogap.tasks.base import Grade, Question, register_task, task_names
 
 VOCAB = 257  # 256 byte tokens and one end-of-text token
 
@@ -50,7 +50,6 @@ def save_tiny(folder: Path) -> Path:
 PAIRS = [(2, 3), (10, 7), (4, 4), (21, 9), (6, 1), (13, 13), (8, 5), (30, 12), (1, 0), (9, 9)]
 
 
-@register_task("toy-arith")
 class ToyArith:
     """Additions with a 2-shot prompt; the grader compares the first integer of the response."""
 
@@ -78,3 +77,8 @@ class ToyArith:
 
     def config(self) -> dict:
         return {"n": self.n, "stop": self.stop[0]}
+
+
+# pytest's doctest collection imports this file a second time under another module name.
+if ToyArith.name not in task_names():
+    register_task(ToyArith.name)(ToyArith)
