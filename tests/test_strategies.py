@@ -86,16 +86,18 @@ def test_hooks_are_built_from_greedy_data():
                                           base_model=None).intervention is None
 
 
-def test_shortcut_hooks_need_neurons_and_base(tmp_path, make_tiny_llama):
+def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
     base = make_tiny_llama(3)
     with pytest.raises(ValueError, match="neurons=PATH"):
-        get_strategy("shortcut").hooks(greedy=None, entropies=None, m=1, device="cpu",
-                                       base_model=base)
+        get_strategy("shortcut").check_inputs()
     path = tmp_path / "n.json"
-    save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
-    s = get_strategy("shortcut", {"neurons": str(path)})
     with pytest.raises(ValueError, match="base=MODEL"):
-        s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=None)
+        get_strategy("shortcut", {"neurons": str(path)}).check_inputs()
+    with pytest.raises(FileNotFoundError, match="n.json"):
+        get_strategy("shortcut", {"neurons": str(path), "base": "embedded"}).check_inputs()
+    save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
+    s = get_strategy("shortcut", {"neurons": str(path), "base": "embedded"})
+    s.check_inputs()
     patch = s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch
     # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.
     assert isinstance(patch, NeuronPatch) and patch.neurons == [(0, 4), (0, 5)]

@@ -112,4 +112,8 @@ def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys):
     assert "RailCapConfig.mode" in capsys.readouterr().err
     assert main([*base, "--set", "temperature=1.0", "-T", "0.5"]) == 2
     assert "two temperatures" in capsys.readouterr().err
+    shortcut = [*base[:-1], "shortcut", "--set", "base=embedded"]
+    assert main([*shortcut, "--set", f"neurons={tmp_path / 'missing.json'}"]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()

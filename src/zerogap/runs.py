@@ -88,7 +88,9 @@ def build_strategy(name: str, options: dict | None, temperature: float | None) -
             f"two temperatures for strategy {name}: {options['temperature']} (its setting) "
             f"and {temperature} (the run's); give one"
         )
-    return get_strategy(name, options)
+    strategy = get_strategy(name, options)
+    strategy.check_inputs()
+    return strategy
 
 
 def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,

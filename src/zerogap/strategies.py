@@ -95,6 +95,10 @@ class Strategy:
         """Sampling temperature tau (None for All-Zero, which samples nothing)."""
         return getattr(self.config, "temperature", None)
 
+    def check_inputs(self) -> None:
+        """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
+        called before anything is loaded or written."""
+
     def hooks(
         self, *, greedy: Sequence[Sequence[int]] | None, entropies, m: int, device, base_model
     ) -> Hooks:
@@ -181,13 +185,20 @@ class ShortcutStrategy(Strategy):
     def base_spec(self) -> str:
         return self.config.base
 
+    def check_inputs(self) -> None:
+        from zerogap.patching import load_neurons
+
+        if not self.config.neurons:
+            raise ValueError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
+        if not self.config.base:
+            raise ValueError("strategy shortcut needs the patch source: --set base=MODEL")
+        load_neurons(self.config.neurons)
+
     def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
         from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
 
-        if not self.config.neurons:
-            raise ValueError("strategy shortcut needs --set neurons=PATH (a neuron list JSON)")
         if base_model is None:
-            raise ValueError("strategy shortcut needs the patch source: --set base=MODEL")
+            raise ValueError("strategy shortcut needs the patch source model")
         neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return Hooks(patch=NeuronPatch(base_model, top))
