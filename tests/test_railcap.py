@@ -153,6 +153,14 @@ def test_core_traces_without_graph_breaks():
         )
         assert report.graph_count == 1 and report.break_reasons == []
 
+    hook = RailCapHook([[1, 2, 3, 4, 5], [2, 3]], RailCapConfig(n=2), samples_per_question=2)
+    torch._dynamo.reset()
+    report = torch._dynamo.explain(hook)(
+        torch.randn(3, V), torch.tensor([[1, 2, -1], [2, 3, 1], [0, 0, 0]]),
+        torch.tensor([2, 2, 3]), rows, torch.tensor([0, 1, 1]),
+    )
+    assert report.graph_count == 1 and report.break_reasons == []
+
     def syncing(x):
         return railcap_apply(*x, rows=rows)[0].sum().item()
 
