@@ -1,16 +1,57 @@
-"""Shared test set-up: `gpu` tests skip themselves where no CUDA device is present."""
+"""Shared test set-up: the weight-free tiny Llama used for mechanics tests, and `gpu` tests that
+skip themselves where no CUDA device is present."""
 
 import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
 
 def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if "gpu" in item.keywords]
-    if not gpu_items:
-        return
-    import torch  # only when some collected test needs a GPU
-
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
-    for item in gpu_items:
-        item.add_marker(skip)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        bos_token_id=1, eos_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def make_tiny_llama():
+    """Factory: ``make_tiny_llama(seed)`` -> a fresh weight-free tiny Llama (eval mode)."""
+    return _tiny_llama
+
+
+@pytest.fixture
+def tiny_llama():
+    return _tiny_llama()
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    """The embedded SmolLM2 tokenizer (49,152 ids, as the tiny Llama), read from its GGUF file."""
+    from transformers import AutoTokenizer
+
+    from zerogap.models import embedded_gguf
+
+    path = embedded_gguf()
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from two threads, and on a shared 2-core machine threads that
+    wait for each other make every op several times slower."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

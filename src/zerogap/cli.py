@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "zerogap.score_cli",
     "zerogap.task_cli",
     "zerogap.run_cli",
+    "zerogap.neurons_cli",
 )
 
 EPILOG = """examples:

@@ -12,6 +12,10 @@ from zerogap.cli import UserError
 EXAMPLES = """examples:
   zerogap sample --model embedded --task gsm8k --limit 20 -m 50 -T 0.7 --run-dir runs/base
   zerogap greedy --model embedded --task gsm8k --limit 20 --run-dir runs/base
+  zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \
+      --greedy-dir runs/con-greedy --run-dir runs/con-railcap
+  zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \
+      --set base=embedded --run-dir runs/con-shortcut
   zerogap runs show runs/base
   zerogap runs export runs/base --counts base.jsonl
 """
@@ -36,7 +40,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--strategy", default="identity")
+    p.add_argument("--strategy", default="identity",
+                   help="identity, railcap, railcap-ban, ted, lne-blocking, shortcut, all-zero")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
     p.add_argument("--run-dir", required=True, type=Path)
     p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     p.add_argument("--max-batch", type=int, default=None,
@@ -50,7 +57,11 @@ def register(subparsers) -> None:
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
     p.add_argument("-m", type=int, default=50, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=0.7)
+    p.add_argument("-T", "--temperature", type=float, default=None,
+                   help="sampling temperature (default: the strategy's, 0.7)")
+    p.add_argument("--greedy-dir", type=Path, default=None,
+                   help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
+                        "lne-blocking reuse (default: --run-dir)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
@@ -77,11 +88,13 @@ def register(subparsers) -> None:
 
 def _prepare(args):
     """Task, questions, model and store, in the order that touches nothing on bad input."""
-    from zerogap.runs import check_strategy
+    from zerogap.runs import build_strategy
     from zerogap.store import DB_NAME, RunStore
+    from zerogap.strategies import parse_overrides
     from zerogap.tasks import get_task
 
-    check_strategy(args.strategy)
+    args.strategy_options = parse_overrides(args.strategy, args.settings)
+    build_strategy(args.strategy, args.strategy_options, getattr(args, "temperature", None))
     task = get_task(args.task, **dict(args.task_option))
     questions = task.questions(args.split)
     if args.limit is not None:
@@ -90,8 +103,9 @@ def _prepare(args):
         questions = questions[: args.limit]
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
-    if (args.run_dir / DB_NAME).exists():  # validate (read-only) before the slow model load
-        RunStore(args.run_dir, create=False).close()
+    for folder in (args.run_dir, getattr(args, "greedy_dir", None)):
+        if folder is not None and (folder / DB_NAME).exists():  # read-only, before the model load
+            RunStore(folder, create=False).close()
     from zerogap.models import load_model
 
     if args.quiet:
@@ -104,15 +118,25 @@ def _prepare(args):
 
 def _sample(args) -> int:
     from zerogap.runs import SampleSettings, run_sample
+    from zerogap.store import RunStore
 
-    settings = SampleSettings(m=args.m, temperature=args.temperature,
+    task, questions, loaded, store = _prepare(args)
+    temperature = args.temperature
+    if temperature is None:
+        temperature = args.strategy_options.get("temperature", 0.7)
+    settings = SampleSettings(m=args.m, temperature=temperature,
                               max_new_tokens=args.max_new_tokens, seed=args.seed,
                               top_k=args.top_k, top_p=args.top_p)
-    task, questions, loaded, store = _prepare(args)
+    greedy_store = None if args.greedy_dir is None else RunStore(args.greedy_dir)
     with store:
-        n = run_sample(loaded, task, questions, store, settings, split=args.split,
-                       strategy=args.strategy, max_batch=args.max_batch,
-                       progress=not args.quiet)
+        try:
+            n = run_sample(loaded, task, questions, store, settings, split=args.split,
+                           strategy=args.strategy, strategy_options=args.strategy_options,
+                           greedy_store=greedy_store, max_batch=args.max_batch,
+                           progress=not args.quiet)
+        finally:
+            if greedy_store is not None:
+                greedy_store.close()
         total = len(store.completed_questions())
     print(f"sampled {n} questions ({total} stored, m={args.m}) in {args.run_dir}")
     return 0
@@ -125,7 +149,8 @@ def _greedy(args) -> int:
     with store:
         n = run_greedy(loaded, task, questions, store, split=args.split,
                        max_new_tokens=args.max_new_tokens, strategy=args.strategy,
-                       max_batch=args.max_batch, progress=not args.quiet)
+                       strategy_options=args.strategy_options, max_batch=args.max_batch,
+                       progress=not args.quiet)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.run_dir}")
     return 0
@@ -170,7 +195,14 @@ def _export(args) -> int:
         for kind, path in targets:
             if path is None:
                 continue
-            n = getattr(store, f"export_{kind}")(path)
+            if kind == "counts":  # under the run's strategy readout (TED: kept samples only)
+                from zerogap.runs import run_counts
+
+                rows = run_counts(store)
+                path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+                n = len(rows)
+            else:
+                n = getattr(store, f"export_{kind}")(path)
             print(f"wrote {n} {'questions' if kind == 'counts' else 'samples'} to {path}",
                   file=sys.stdout)
     return 0

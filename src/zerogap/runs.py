@@ -7,23 +7,31 @@ most the questions in flight; running the same call again finishes it, and becau
 sample's noise depends only on (seed, question id, sample index, step), the resumed run stores
 the samples an uninterrupted run would have stored.
 
-Strategies plug in through :func:`strategy_hooks`: a name and its options map to the engine's
-``(intervention, patch)`` pair. ``identity`` is the only entry here; the strategies module
-registers the others in :data:`STRATEGIES`.
+Strategies (:mod:`zerogap.strategies`) plug in through :func:`strategy_hooks`: a validated
+strategy gets what it needs prepared (greedy decodes, reused from a store; a patch source) and
+yields the engine's ``intervention`` and ``patch``; its per-sample statistics land in each
+sample's ``stats``, and :func:`run_counts` applies its readout.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from zerogap import engine
-from zerogap.engine.hooks import Intervention, Patch
 from zerogap.models import LoadedModel
 from zerogap.store import GreedyRow, RunStore, SampleRow
+from zerogap.strategies import (
+    Hooks,
+    Strategy,
+    get_strategy,
+    setting_names,
+    strategy_from_record,
+    strategy_names,
+)
 from zerogap.tasks.base import Question, Task
 
 
@@ -57,42 +65,67 @@ class SampleSettings:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class StrategyContext:
-    """What a strategy may need to prepare its hooks (e.g. greedy decodes of these questions)."""
-
-    loaded: LoadedModel
-    task: Task
-    questions: Sequence[Question]  # exactly the list the engine call gets, in order
-    store: RunStore
-    max_new_tokens: int
-
-
-StrategyBuilder = Callable[[dict, StrategyContext], tuple[Intervention | None, Patch | None]]
-
-
-def _identity(options: dict, context: StrategyContext):
-    if options:
-        raise ValueError(f"strategy identity takes no options, got {sorted(options)}")
-    return None, None
-
-
-STRATEGIES: dict[str, StrategyBuilder] = {"identity": _identity}
-
-
-def check_strategy(name: str) -> StrategyBuilder:
-    """The builder registered as ``name``; unknown names raise ``ValueError`` listing the known."""
-    try:
-        return STRATEGIES[name]
-    except KeyError:
+def check_strategy(name: str) -> None:
+    """Raise ``ValueError`` listing the known strategies if ``name`` is not one of them."""
+    strategy_names_known = strategy_names()
+    if name not in strategy_names_known:
         raise ValueError(
-            f"unknown strategy {name!r}; known strategies: {', '.join(sorted(STRATEGIES))}"
-        ) from None
+            f"unknown strategy {name!r}; known strategies: {', '.join(strategy_names_known)}"
+        )
 
 
-def strategy_hooks(name: str, options: dict, context: StrategyContext):
-    """The engine hooks ``(intervention, patch)`` of strategy ``name`` with ``options``."""
-    return check_strategy(name)(options, context)
+def build_strategy(name: str, options: dict | None, temperature: float | None) -> Strategy:
+    """The validated strategy ``name`` with ``options``; ``temperature`` (the run's) fills its tau.
+
+    A strategy that samples has one temperature: given both in ``options`` and as the run's
+    temperature, they must agree.
+    """
+    check_strategy(name)
+    options = dict(options or {})
+    takes_temperature = temperature is not None and "temperature" in setting_names(name)
+    if takes_temperature and options.setdefault("temperature", temperature) != temperature:
+        raise ValueError(
+            f"two temperatures for strategy {name}: {options['temperature']} (its setting) "
+            f"and {temperature} (the run's); give one"
+        )
+    strategy = get_strategy(name, options)
+    strategy.check_inputs()
+    return strategy
+
+
+def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
+                   questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
+                   max_new_tokens: int, max_batch: int | None = None,
+                   progress: bool = False) -> tuple[Hooks, list[GreedyRow] | None]:
+    """Prepare what ``strategy`` needs and build its engine hooks for ``questions`` (in order).
+
+    Greedy decodes come from ``greedy_store`` (missing ones are decoded there first, with
+    entropies, under its ``greedy_*`` config check); a patch source is loaded from the
+    strategy's ``base`` spec. Returns the hooks and the greedy rows used (None if none).
+    """
+    rows = None
+    if strategy.needs_greedy:
+        run_greedy(loaded, task, questions, greedy_store, split=split,
+                   max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress)
+        stored = greedy_store.greedy()
+        rows = [stored[q.id] for q in questions]
+        missing = [r.question_id for r in rows if r.entropies is None]
+        if strategy.needs_entropy and missing:
+            raise ValueError(
+                f"strategy {strategy.name} needs greedy entropies, but the stored greedy decode "
+                f"of {missing[0]} (and {len(missing) - 1} more) has none"
+            )
+    base = None
+    if strategy.base_spec:
+        from zerogap.models import load_model
+
+        base = load_model(strategy.base_spec, device=str(loaded.model.device)).model
+    hooks = strategy.hooks(
+        greedy=None if rows is None else [r.token_ids for r in rows],
+        entropies=None if rows is None else [r.entropies for r in rows],
+        m=m, device=loaded.model.device, base_model=base,
+    )
+    return hooks, rows
 
 
 def package_versions() -> dict[str, str]:
@@ -119,43 +152,56 @@ def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
 
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                settings: SampleSettings, *, split: str, strategy: str = "identity",
-               strategy_options: dict | None = None, max_batch: int | None = None,
-               progress: bool = False) -> int:
+               strategy_options: dict | None = None, greedy_store: RunStore | None = None,
+               max_batch: int | None = None, progress: bool = False) -> int:
     """Sample ``settings.m`` responses for every question not yet in ``store``; grade and store.
+
+    ``strategy_options`` override the strategy's settings; its temperature is the run's
+    (``settings.temperature``). Greedy decodes a strategy needs are read from (and, when
+    missing, decoded into) ``greedy_store``, by default ``store`` itself. All-Zero samples
+    nothing: it stores ``m`` empty, incorrect responses per question with ``finish="synthetic"``.
 
     Returns
     -------
     int
         Number of questions sampled by this call (0 when the run was already complete).
     """
-    check_strategy(strategy)
-    options = dict(strategy_options or {})
+    chosen = build_strategy(strategy, strategy_options, settings.temperature)
     store.check_config({
         **_base_fields(loaded, task, split), **settings.to_dict(),
-        "strategy": strategy, "strategy_config": options,
+        "strategy": strategy, "strategy_config": chosen.config.to_dict(),
     })
     done = store.completed_questions()
     todo = [q for q in questions if q.id not in done]
     if not todo:
         return 0
-    context = StrategyContext(loaded, task, todo, store, settings.max_new_tokens)
-    intervention, patch = strategy_hooks(strategy, options, context)
+    if not chosen.samples_model:
+        for q in todo:
+            store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
+                               for s in range(settings.m)])
+        return len(todo)
+    hooks, greedy_rows = strategy_hooks(
+        chosen, loaded, task, todo, greedy_store or store, split=split, m=settings.m,
+        max_new_tokens=settings.max_new_tokens, max_batch=max_batch, progress=progress,
+    )
 
     def write(i: int, generations: list[engine.Generation]) -> None:
         q = todo[i]
+        greedy_text = None if greedy_rows is None else greedy_rows[i].text
+        extra = chosen.sample_stats(greedy_text, [g.text for g in generations], loaded.tokenizer)
         rows = []
-        for s, g in enumerate(generations):
+        for s, (g, more) in enumerate(zip(generations, extra, strict=True)):
             grade = task.grade(q, g.text)
             rows.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish, grade.extracted,
-                                  grade.correct, g.stats))
+                                  grade.correct, {**g.stats, **more}))
         store.add_samples(rows)
 
     engine.sample(
         loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo], m=settings.m,
         temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
         question_ids=[q.id for q in todo], seed=settings.seed, stop=task.stop,
-        intervention=intervention, patch=patch, top_k=settings.top_k, top_p=settings.top_p,
-        max_batch=max_batch, progress=progress, on_question=write,
+        intervention=hooks.intervention, patch=hooks.patch, top_k=settings.top_k,
+        top_p=settings.top_p, max_batch=max_batch, progress=progress, on_question=write,
     )
     return len(todo)
 
@@ -167,21 +213,23 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     """Greedy-decode (with per-step entropies) every question not yet in the greedy table.
 
     Its fields are recorded as ``greedy_*`` so that a sampling run and its greedy decodes (which
-    RailCap, TED and LNE-blocking reuse) share one run directory. Returns questions decoded.
+    RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
+    greedy decode and edit no logits (identity, shortcut) apply. Returns questions decoded.
     """
-    check_strategy(strategy)
-    options = dict(strategy_options or {})
+    chosen = build_strategy(strategy, strategy_options, None)
+    if chosen.needs_greedy or not chosen.samples_model:
+        raise ValueError(f"strategy {strategy!r} does not apply to greedy decodes")
     store.check_config({
         **_base_fields(loaded, task, split), "greedy_max_new_tokens": max_new_tokens,
-        "greedy_strategy": strategy, "greedy_strategy_config": options,
+        "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
     })
     done = store.completed_greedy()
     todo = [q for q in questions if q.id not in done]
     if not todo:
         return 0
-    context = StrategyContext(loaded, task, todo, store, max_new_tokens)
-    intervention, patch = strategy_hooks(strategy, options, context)
-    if intervention is not None:
+    hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
+                              max_new_tokens=max_new_tokens)
+    if hooks.intervention is not None:
         raise ValueError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
     def write(i: int, g: engine.Generation) -> None:
@@ -192,7 +240,28 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 
     engine.greedy(
         loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo],
-        max_new_tokens=max_new_tokens, stop=task.stop, return_entropy=True, patch=patch,
+        max_new_tokens=max_new_tokens, stop=task.stop, return_entropy=True, patch=hooks.patch,
         max_batch=max_batch, progress=progress, on_question=write,
     )
     return len(todo)
+
+
+def run_counts(store: RunStore) -> list[dict[str, Any]]:
+    """Per-question ``{"id", "correct", "samples", "first"}`` under the run's strategy readout.
+
+    ``correct / samples`` is the readout (TED: correct kept / kept, ``(0, m)`` when nothing is
+    kept; All-Zero: 0); ``first`` grades sample 0, the one-draw readout G-AP uses. This is
+    ``zerogap score``'s counts format.
+    """
+    config = store.config()
+    chosen = strategy_from_record(config.get("strategy", "identity"),
+                                  config.get("strategy_config", {}))
+    grouped: dict[str, list[SampleRow]] = {}
+    for row in store.samples():
+        grouped.setdefault(row.question_id, []).append(row)
+    out = []
+    for qid, rows in grouped.items():
+        correct, samples = chosen.counts([r.correct for r in rows], [r.stats for r in rows])
+        first = int(rows[0].correct) if chosen.samples_model else 0
+        out.append({"id": qid, "correct": correct, "samples": samples, "first": first})
+    return out

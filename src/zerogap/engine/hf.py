@@ -133,8 +133,11 @@ class _Decoder:
 
     def _cache(self, kv):
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
         cache = DynamicCache(config=self.model.config)
+        while len(cache.layers) < len(kv):  # a patch's source model keeps its kv as extra layers
+            cache.layers.append(DynamicLayer())
         for layer, (k, v) in zip(cache.layers, kv, strict=True):
             if getattr(layer, "is_sliding", False):
                 raise ValueError("the engine needs full-attention layers; this model uses sliding")

@@ -1,0 +1,138 @@
+"""LNE-blocking (Hou et al., 2025; spec in ``reference/baselines.md`` §2): pure-torch core.
+
+The contaminated model's greedy decode of a question gives per-step entropies ``H_i`` of the
+full next-token distribution (natural log, temperature 1); their mean is the question's LNE. The
+blocking count is
+
+    n = floor(T_task * clip(1 - LNE / beta, 0, 1)),   beta = 2, T_task = 7 for math tasks,
+
+and at the first ``n`` generated positions of every sample the argmax token is banned.
+
+Proposals (the sources are silent; see baselines.md §2): the rounding (floor) and the clipping
+of Eq. 10 are our choice; positions are counted literally from the first response token,
+whitespace included; the LNE averages whatever steps the greedy decode reports (the engine
+includes the step that produced EOS). Following the issue's protocol, the blocked samples are
+then drawn at temperature ``tau`` like every other strategy's (the original method decodes one
+greedy output); with a tied maximum, only the token ``argmax`` returns (the lowest id) is banned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from zerogap.configbase import JsonConfig, require_int, require_positive
+
+
+@dataclass(frozen=True)
+class LNEBlockingConfig(JsonConfig):
+    """LNE-blocking's parameters."""
+
+    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code"})
+    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])"})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
+
+    def __post_init__(self) -> None:
+        require_int("LNEBlockingConfig", "t_task", self.t_task, 0)
+        require_positive("LNEBlockingConfig", "beta", self.beta)
+        require_positive("LNEBlockingConfig", "temperature", self.temperature)
+
+
+def entropy(logits: Tensor) -> Tensor:
+    """Entropy (nats) of ``softmax(logits)`` along the last axis, computed in float32.
+
+    Examples
+    --------
+    >>> round(float(entropy(torch.zeros(4))), 4)  # uniform over 4 tokens: log 4
+    1.3863
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    plogp = torch.where(logp > -torch.inf, logp.exp() * logp, 0.0)  # -inf logits add 0, not nan
+    return -plogp.sum(-1)
+
+
+def mean_entropy(entropies: list[list[float]]) -> Tensor:
+    """Each question's LNE: the mean of its greedy decode's per-step entropies, ``(Q,)``.
+
+    Raises ``ValueError`` naming the question (by position) whose entropy list is empty.
+
+    Examples
+    --------
+    >>> mean_entropy([[0.5, 1.5], [0.2]]).tolist()
+    [1.0, 0.2]
+    """
+    for i, values in enumerate(entropies):
+        if len(values) == 0:
+            raise ValueError(f"question {i}: the greedy decode has no per-step entropies")
+    return torch.tensor([sum(v) / len(v) for v in entropies], dtype=torch.float64)
+
+
+def blocking_counts(lne: Tensor, *, t_task: int = 7, beta: float = 2.0) -> Tensor:
+    """``floor(t_task * clip(1 - lne / beta, 0, 1))`` per question, ``(Q,)`` long.
+
+    Examples
+    --------
+    >>> blocking_counts(torch.tensor([0.1, 0.6, 2.5]), t_task=4).tolist()
+    [3, 2, 0]
+    """
+    score = (1.0 - lne.double() / beta).clamp(0.0, 1.0)  # (Q,)
+    return torch.floor(t_task * score).long()
+
+
+def block_argmax(logits: Tensor, lengths: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:
+    """Ban the argmax of each row still inside its first ``counts`` generated positions, in place.
+
+    Parameters
+    ----------
+    logits : (R, V) float
+    lengths : (R,) long
+        Tokens each row has generated; the token being chosen has 0-based position ``lengths``.
+    counts : (R,) long
+        Blocking count of each row.
+
+    Returns
+    -------
+    logits : (R, V) float
+        The same tensor.
+    blocked : (R,) bool
+        Rows whose argmax was set to ``-inf``.
+
+    Examples
+    --------
+    >>> out, blocked = block_argmax(torch.tensor([[1.0, 3.0], [1.0, 3.0]]),
+    ...                             torch.tensor([0, 2]), torch.tensor([2, 2]))
+    >>> out.tolist(), blocked.tolist()
+    ([[1.0, -inf], [1.0, 3.0]], [True, False])
+    """
+    blocked = lengths < counts  # (R,)
+    top = logits.argmax(dim=-1, keepdim=True)  # (R, 1)
+    current = logits.gather(1, top)  # (R, 1)
+    logits.scatter_(1, top, torch.where(blocked[:, None], float("-inf"), current))
+    return logits, blocked
+
+
+class LNEBlockingHook:
+    """The engine's intervention hook for LNE-blocking.
+
+    Parameters
+    ----------
+    counts : (Q,) long
+        Blocking count of each question of the engine call (from :func:`blocking_counts`).
+    device : torch.device or str, optional
+        Where the engine's logits live.
+    """
+
+    def __init__(self, counts: Tensor, *, device=None) -> None:
+        self.counts = counts.to(device)
+
+    def __call__(
+        self, logits: Tensor, tokens: Tensor, lengths: Tensor, question: Tensor, sample: Tensor
+    ) -> Tensor:
+        counts = self.counts.index_select(0, question)  # (R,)
+        return block_argmax(logits, lengths, counts)[0]
+
+    def sample_stats(self, question: int, sample: int) -> dict:
+        """``{"blocking_count": int}``: the question's blocking count."""
+        return {"blocking_count": int(self.counts[question])}

@@ -1,0 +1,84 @@
+"""``zerogap neurons``: locate shortcut neurons and save their ranking for the shortcut strategy."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from zerogap.cli import UserError
+from zerogap.run_cli import _task_option
+
+EXAMPLES = """examples:
+  zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
+      --leaked leaked_ids.txt --calibration-size 100 --out neurons.json
+  zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
+      --set base=embedded --run-dir runs/con-shortcut
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "neurons", help="rank shortcut neurons (comparative + causal score) into a JSON list",
+        description="Locate shortcut neurons (Zhu et al., 2025) for the shortcut strategy.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--base", required=True, help="pretrained base model (patch target/source)")
+    p.add_argument("--contaminated", required=True, help="the contaminated fine-tune")
+    p.add_argument("--uncontaminated", required=True, help="an uncontaminated fine-tune")
+    p.add_argument("--task", required=True)
+    p.add_argument("--task-option", action="append", default=[], type=_task_option,
+                   metavar="KEY=VALUE")
+    p.add_argument("--split", default="test")
+    p.add_argument("--leaked", required=True, type=Path,
+                   help="file of leaked question ids, one per line (comparative score)")
+    p.add_argument("--calibration-size", type=int, default=100,
+                   help="questions not leaked, in split order, for the causal score")
+    p.add_argument("--block-size", type=int, default=512, help="neurons per causal block")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--device", default=None)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_neurons)
+
+
+def _neurons(args) -> int:
+    from zerogap.tasks import get_task
+
+    if args.calibration_size < 1 or args.block_size < 1:
+        raise UserError("--calibration-size and --block-size must be at least 1")
+    task = get_task(args.task, **dict(args.task_option))
+    questions = task.questions(args.split)
+    by_id = {q.id: q for q in questions}
+    wanted = [line.strip() for line in args.leaked.read_text().splitlines() if line.strip()]
+    unknown = [q for q in wanted if q not in by_id]
+    if unknown:
+        raise UserError(f"{args.leaked}: {len(unknown)} ids not in split {args.split!r} of "
+                        f"{args.task} (first: {unknown[0]!r})")
+    if not wanted:
+        raise UserError(f"{args.leaked}: no question ids")
+    leaked = [by_id[q] for q in wanted]
+    leaked_ids = set(wanted)
+    calibration = [q for q in questions if q.id not in leaked_ids][: args.calibration_size]
+    if not calibration:
+        raise UserError(f"split {args.split!r} has no questions left for calibration")
+
+    from zerogap.models import load_model
+    from zerogap.patching import locate_neurons, save_neurons
+
+    models = {role: load_model(getattr(args, role), device=args.device)
+              for role in ("base", "contaminated", "uncontaminated")}
+    ranking, meta = locate_neurons(
+        models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
+        models["contaminated"].tokenizer, task, leaked, calibration,
+        block_size=args.block_size, max_new_tokens=args.max_new_tokens, progress=not args.quiet,
+    )
+    meta.update({
+        role: {"spec": m.spec, "fingerprint": m.fingerprint} for role, m in models.items()
+    })
+    meta.update({"task": task.name, "task_config": task.config(), "split": args.split,
+                 "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]})
+    save_neurons(args.out, ranking, meta)
+    print(f"ranked {len(ranking)} neurons into {args.out} (contaminated accuracy "
+          f"{meta['accuracy']['contaminated']:.3f}, base {meta['accuracy']['base']:.3f} "
+          f"on {len(calibration)} calibration questions)")
+    return 0

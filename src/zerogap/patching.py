@@ -1,0 +1,428 @@
+"""Shortcut-neuron patching (Zhu et al., ACL 2025; spec in ``reference/baselines.md`` §3).
+
+A *neuron* is one coordinate of an MLP's intermediate activation ``act(gate(h)) * up(h)``, the
+input of ``down_proj``; only layers ``0 .. L-2`` are ranked (the authors' code skips the last).
+
+Locating (offline, once per architecture and benchmark; the list is saved as JSON and reused):
+
+* comparative score ``S``: teacher-force the contaminated model's own greedy answers to leaked
+  items through the contaminated and the uncontaminated model; ``S = sqrt(mean (a_un - a_con)^2)``
+  over all completion tokens pooled across items (the code's variant);
+* causal score ``C``: for each block of ``block_size`` contiguous neurons of a layer, patch the
+  block from the uncontaminated model into the base and the contaminated model and measure
+  greedy accuracy on a calibration subset:
+  ``C = [Acc(base+patch) - Acc(base)] + [Acc(con) - Acc(con+patch)]``, given to every neuron
+  of the block;
+* ranking by ``S + C``, top ``K``.
+
+Patching: while the evaluated model decodes, the patch source (the base model) runs in lockstep
+on the same tokens, and the chosen neurons' activations are overwritten with the source's at
+every forward pass. The source's key/value states are kept *in the evaluated model's own cache*,
+as extra layers ``L .. 2L-1``, so whatever the engine does to its cache (prefix copies, row
+repeats, row eviction) happens to both models alike.
+
+Proposals (baselines.md §3, sources silent): ``K`` defaults to 4000 neurons *scaled* to the
+model's size, i.e. the same 1.17 % of ranked neurons as 4000 of LLaMA2-7B's 31 x 11008
+(SmolLM2-135M: 522 of 44,544); the causal score uses a calibration subset (size a parameter)
+instead of all of GSM8K; samples are drawn at the protocol's temperature from the patched model
+(the original decodes greedily).
+
+Supported: Llama-style decoders (``model.model.layers[i].mlp`` with ``gate_proj``, ``up_proj``,
+``down_proj`` and attention with ``layer_idx``; also PEFT-wrapped). Anything else raises
+``ValueError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from zerogap.configbase import JsonConfig, require_int, require_positive
+
+REFERENCE_TOP_K = 4000
+REFERENCE_NEURONS = 31 * 11008  # ranked neurons of LLaMA2-7B, where K = 4000 was read off
+NEURONS_FORMAT = "zerogap-shortcut-neurons"
+
+Neuron = tuple[int, int]  # (layer, index)
+
+
+@dataclass(frozen=True)
+class ShortcutConfig(JsonConfig):
+    """Shortcut-neuron patching's parameters while sampling (locating has its own, recorded in
+    the neuron list's ``meta``)."""
+
+    neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
+    base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
+    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size"})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
+
+    def __post_init__(self) -> None:
+        for name in ("neurons", "base"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise ValueError(f"ShortcutConfig.{name} must be a string, got {value!r}")
+        require_int("ShortcutConfig", "top_k", self.top_k, 0)
+        require_positive("ShortcutConfig", "temperature", self.temperature)
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The decoder layers of a Llama-style model (PEFT wrappers are looked through).
+
+    Raises ``ValueError`` naming the model class when its MLPs are not gate/up/down.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = getattr(getattr(base, "model", None), "layers", None)
+    ok = layers is not None and all(
+        all(hasattr(getattr(layer, "mlp", None), p) for p in ("gate_proj", "up_proj", "down_proj"))
+        and hasattr(getattr(layer, "self_attn", None), "layer_idx")
+        for layer in layers
+    )
+    if not ok:
+        raise ValueError(
+            f"shortcut-neuron patching supports Llama-style MLPs (gate_proj/up_proj/down_proj) "
+            f"only; {type(base).__name__} has none"
+        )
+    return layers
+
+
+def mlp_width(model: nn.Module) -> tuple[int, int]:
+    """``(number of layers, d_ff)`` of a Llama-style model."""
+    layers = decoder_layers(model)
+    return len(layers), layers[0].mlp.down_proj.in_features
+
+
+def default_top_k(num_layers: int, d_ff: int) -> int:
+    """4000 neurons scaled to the ranked count ``(num_layers - 1) * d_ff``, at least 1.
+
+    Examples
+    --------
+    >>> default_top_k(32, 11008), default_top_k(30, 1536), default_top_k(2, 128)
+    (4000, 522, 2)
+    """
+    ranked = (num_layers - 1) * d_ff
+    return max(1, round(REFERENCE_TOP_K * ranked / REFERENCE_NEURONS))
+
+
+@contextlib.contextmanager
+def _down_proj_hooks(model: nn.Module, hook: Callable[[int, Tensor], Tensor | None]):
+    """Run ``hook(layer, activation)`` on every down_proj input; a returned tensor replaces it."""
+
+    def make(layer: int):
+        def pre_hook(_module, args):
+            out = hook(layer, args[0])
+            return None if out is None else (out, *args[1:])
+
+        return pre_hook
+
+    handles = [
+        layer.mlp.down_proj.register_forward_pre_hook(make(i))
+        for i, layer in enumerate(decoder_layers(model))
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def comparative_scores(
+    contaminated: nn.Module,
+    uncontaminated: nn.Module,
+    items: Sequence[tuple[Sequence[int], Sequence[int]]],
+) -> Tensor:
+    """``S`` for every ranked neuron, ``(L-1, d_ff)`` float32.
+
+    Parameters
+    ----------
+    contaminated, uncontaminated : Llama-style models with equal shapes
+    items : sequence of (prompt token ids, completion token ids)
+        The completions are the contaminated model's greedy answers to leaked items.
+    """
+    num_layers, d_ff = mlp_width(contaminated)
+    if mlp_width(uncontaminated) != (num_layers, d_ff):
+        raise ValueError("contaminated and uncontaminated models differ in MLP shape")
+    device = next(contaminated.parameters()).device
+    total = torch.zeros(num_layers - 1, d_ff, dtype=torch.float64, device=device)
+    count = 0
+    for prompt, completion in items:
+        if not completion:
+            continue
+        ids = torch.tensor([list(prompt) + list(completion)], device=device)  # (1, T)
+        # Activations at positions whose next token is a completion token, i.e. the steps that
+        # produced the completion.
+        steps = slice(len(prompt) - 1, len(prompt) - 1 + len(completion))
+        acts = []
+        for model in (contaminated, uncontaminated):
+            taken: dict[int, Tensor] = {}
+
+            def keep(layer, a, taken=taken):
+                taken[layer] = a[0]  # (T, d_ff)
+
+            with _down_proj_hooks(model, keep):
+                model(input_ids=ids, use_cache=False)
+            ranked = [taken[i][steps].double() for i in range(num_layers - 1)]
+            acts.append(torch.stack(ranked))  # (L-1, C, d_ff)
+        total += ((acts[1] - acts[0]) ** 2).sum(1)
+        count += len(completion)
+    if count == 0:
+        raise ValueError("comparative scores need at least one non-empty completion")
+    return (total / count).sqrt().float()
+
+
+def causal_scores(
+    base: nn.Module,
+    contaminated: nn.Module,
+    uncontaminated: nn.Module,
+    accuracy: Callable[[nn.Module, Callable | None], float],
+    *,
+    block_size: int,
+) -> Tensor:
+    """``C`` for every ranked neuron, ``(L-1, d_ff)`` float32; constant within each block.
+
+    Parameters
+    ----------
+    base, contaminated, uncontaminated : Llama-style models with equal shapes
+    accuracy : callable
+        ``accuracy(model, patch)`` -> greedy accuracy on the calibration subset, where ``patch``
+        is None or a :class:`NeuronPatch` (the engine's patch hook).
+    block_size : int
+        Neurons per block; must divide ``d_ff``.
+    """
+    num_layers, d_ff = mlp_width(contaminated)
+    if d_ff % block_size:
+        raise ValueError(f"block_size {block_size} does not divide the MLP width {d_ff}")
+    acc_base = accuracy(base, None)
+    acc_con = accuracy(contaminated, None)
+    scores = torch.zeros(num_layers - 1, d_ff)
+    for layer in range(num_layers - 1):
+        for start in range(0, d_ff, block_size):
+            block = [(layer, i) for i in range(start, start + block_size)]
+            patch = NeuronPatch(uncontaminated, block)
+            gain = accuracy(base, patch) - acc_base
+            drop = acc_con - accuracy(contaminated, patch)
+            scores[layer, start : start + block_size] = gain + drop
+    return scores
+
+
+def rank_neurons(scores: Tensor, k: int) -> list[Neuron]:
+    """The ``k`` highest-scoring ``(layer, index)`` pairs, best first (ties: lower layer, index).
+
+    Examples
+    --------
+    >>> rank_neurons(torch.tensor([[0.1, 0.9], [0.5, 0.9]]), 3)
+    [(0, 1), (1, 1), (1, 0)]
+    """
+    flat = scores.flatten().double()
+    order = sorted(range(flat.numel()), key=lambda j: (-float(flat[j]), j))[:k]
+    width = scores.shape[1]
+    return [(j // width, j % width) for j in order]
+
+
+def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> None:
+    """Write a neuron list with its provenance (models, data, scores' settings) as JSON."""
+    record = {"format": NEURONS_FORMAT, "neurons": [list(n) for n in neurons], "meta": meta}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load_neurons(path: str | Path) -> tuple[list[Neuron], dict]:
+    """Read a list written by :func:`save_neurons`; ``ValueError`` naming the file if malformed."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a JSON neuron list ({err})") from None
+    if not isinstance(record, dict) or record.get("format") != NEURONS_FORMAT:
+        raise ValueError(f"{path}: not a zerogap shortcut-neuron list")
+    neurons = record.get("neurons")
+    if not isinstance(neurons, list) or not all(
+        isinstance(n, list) and len(n) == 2 and all(isinstance(v, int) and v >= 0 for v in n)
+        for n in neurons
+    ):
+        raise ValueError(f"{path}: 'neurons' must be a list of [layer, index] pairs")
+    return [(n[0], n[1]) for n in neurons], record.get("meta", {})
+
+
+class NeuronPatch:
+    """The engine's patch hook: overwrite chosen neurons with a source model's activations.
+
+    ``with NeuronPatch(source, neurons)(model): model(...)`` runs ``source`` on the same inputs
+    before every forward pass of ``model`` and copies the source's activations of ``neurons``
+    into ``model``'s, at every position of that pass. The source keeps its keys and values in
+    ``model``'s cache as layers ``L .. 2L-1``; a cache filled outside the context is refused.
+
+    Parameters
+    ----------
+    source : Llama-style model with ``model``'s shapes (usually the pretrained base)
+    neurons : sequence of (layer, index)
+    """
+
+    def __init__(self, source: nn.Module, neurons: Sequence[Neuron]) -> None:
+        self.source = source
+        self.neurons = list(neurons)
+
+    def __call__(self, model: nn.Module) -> contextlib.AbstractContextManager:
+        return self._patched(model)
+
+    @contextlib.contextmanager
+    def _patched(self, model: nn.Module) -> Iterator[None]:
+        num_layers, d_ff = mlp_width(model)
+        if mlp_width(self.source) != (num_layers, d_ff):
+            raise ValueError("the patch source and the patched model differ in MLP shape")
+        for layer, index in self.neurons:
+            if not (0 <= layer < num_layers and 0 <= index < d_ff):
+                raise ValueError(f"neuron ({layer}, {index}) is outside {num_layers} x {d_ff}")
+        device = next(model.parameters()).device
+        chosen: dict[int, Tensor] = {}
+        for layer in sorted({n[0] for n in self.neurons}):
+            idx = [i for lay, i in self.neurons if lay == layer]
+            chosen[layer] = torch.tensor(sorted(set(idx)), device=device)
+        buffer: dict[int, Tensor] = {}
+
+        def capture(layer, a):
+            if layer in chosen:
+                buffer[layer] = a.index_select(-1, chosen[layer])
+
+        def patch(layer, a):
+            if layer in chosen:
+                return a.index_copy(a.dim() - 1, chosen[layer], buffer.pop(layer))
+            return None
+
+        source_decoder = _inner(self.source)
+        source_attn = [layer.self_attn for layer in decoder_layers(self.source)]
+
+        def run_source(_module, args, kwargs):
+            if args:
+                raise ValueError("NeuronPatch needs the decoder called with keyword arguments")
+            cache = kwargs.get("cache")
+            if cache is None and kwargs.get("use_cache"):
+                cache = kwargs["cache"] = _new_cache(model)
+            if cache is not None:
+                _extend_cache(cache, num_layers)
+            source_decoder(
+                input_ids=kwargs.get("input_ids"),
+                inputs_embeds=kwargs.get("inputs_embeds"),
+                attention_mask=kwargs.get("attention_mask"),
+                position_ids=kwargs.get("position_ids"),
+                cache=cache,
+                use_cache=kwargs.get("use_cache"),
+            )
+            return args, kwargs
+
+        for attn in source_attn:
+            attn.layer_idx += num_layers
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(_down_proj_hooks(self.source, capture))
+                stack.enter_context(_down_proj_hooks(model, patch))
+                handle = _inner(model).register_forward_pre_hook(run_source, with_kwargs=True)
+                stack.callback(handle.remove)
+                yield
+        finally:
+            for attn in source_attn:
+                attn.layer_idx -= num_layers
+
+
+def _inner(model: nn.Module) -> nn.Module:
+    """The decoder stack (``LlamaModel``) of a causal LM, through PEFT wrappers."""
+    decoder_layers(model)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model
+
+
+def _new_cache(model: nn.Module):
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def _extend_cache(cache, num_layers: int) -> None:
+    """Give ``cache`` layers ``L .. 2L-1`` for the source; refuse one filled without them."""
+    from transformers.cache_utils import DynamicLayer
+
+    if len(cache.layers) < 2 * num_layers:
+        if cache.get_seq_length() > 0:
+            raise ValueError(
+                "NeuronPatch: the model's cache was filled outside the patch context, so the "
+                "patch source has no keys/values for it; enter the patch before the prefill"
+            )
+        while len(cache.layers) < 2 * num_layers:
+            cache.layers.append(DynamicLayer())
+
+
+def locate_neurons(
+    base: nn.Module,
+    contaminated: nn.Module,
+    uncontaminated: nn.Module,
+    tokenizer,
+    task,
+    leaked: Sequence,
+    calibration: Sequence,
+    *,
+    block_size: int = 512,
+    max_new_tokens: int = 256,
+    progress: bool = False,
+) -> tuple[list[Neuron], dict]:
+    """Rank every neuron of layers ``0 .. L-2`` by ``S + C`` (Phase A of the method).
+
+    Parameters
+    ----------
+    base, contaminated, uncontaminated : Llama-style models sharing ``tokenizer``
+    task : zerogap task (``prompt``, ``grade``, ``stop``)
+    leaked : sequence of Question
+        Items the contaminated model saw (comparative score).
+    calibration : sequence of Question
+        The subset on which greedy accuracy gives the causal score.
+    block_size : int
+        Neurons per causal block; a model narrower than it is scored one layer per block.
+
+    Returns
+    -------
+    ranking : list of (layer, index)
+        All ranked neurons, best first (save it whole; ``top_k`` picks the head).
+    meta : dict
+        Accuracies and sizes, for the saved file's provenance.
+    """
+    from zerogap.engine import greedy
+
+    _, d_ff = mlp_width(contaminated)
+    block = min(block_size, d_ff)
+    leak_prompts = [task.prompt(q) for q in leaked]
+    answers = greedy(contaminated, tokenizer, leak_prompts, max_new_tokens=max_new_tokens,
+                     stop=task.stop, progress=progress)
+    items = [(tokenizer(p)["input_ids"], a.token_ids)
+             for p, a in zip(leak_prompts, answers, strict=True)]
+    comparative = comparative_scores(contaminated, uncontaminated, items)
+    cal_prompts = [task.prompt(q) for q in calibration]
+    names = {id(base): "base", id(contaminated): "contaminated"}
+    accuracies: dict[str, float] = {}  # unpatched accuracies, also the meta's record
+
+    def accuracy(model, patch):
+        if patch is None and names[id(model)] in accuracies:
+            return accuracies[names[id(model)]]
+        out = greedy(model, tokenizer, cal_prompts, max_new_tokens=max_new_tokens,
+                     stop=task.stop, patch=patch)
+        grades = [task.grade(q, g.text).correct for q, g in zip(calibration, out, strict=True)]
+        value = sum(grades) / len(grades)
+        if patch is None:
+            accuracies[names[id(model)]] = value
+        return value
+
+    causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block)
+    ranking = rank_neurons(comparative + causal, comparative.numel())
+    meta = {
+        "leaked": len(leaked), "calibration": len(calibration), "block_size": block,
+        "max_new_tokens": max_new_tokens, "accuracy": accuracies,
+    }
+    return ranking, meta
+
+
+def scaled_top_k(config: ShortcutConfig, model: nn.Module) -> int:
+    """``config.top_k``, or 4000 scaled to ``model`` when it is 0."""
+    return config.top_k or default_top_k(*mlp_width(model))
+

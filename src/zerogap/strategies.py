@@ -1,0 +1,303 @@
+"""The mitigation strategies compared in the paper, as a registry of frozen, validated configs.
+
+Each strategy says what it needs prepared (greedy trajectories, their entropies, a neuron list
+and a patch source), builds the engine's ``intervention`` and ``patch`` hooks from it, adds its
+per-sample statistics, and turns a question's graded samples into the counts ``(correct, samples)``
+whose ratio is the question's readout:
+
+=============  ===========================================  =====================================
+name           decoding                                     readout
+=============  ===========================================  =====================================
+identity       plain sampling at tau                        correct / m
+railcap        RailCap, cap to the runner-up (paper §4)     correct / m
+railcap-ban    RailCap, ban (-inf)                          correct / m
+ted            plain sampling; TED filter afterwards        correct kept / kept, 0 if none kept
+lne-blocking   argmax banned at the first n positions       correct / m
+shortcut       top-K shortcut neurons patched from base     correct / m
+all-zero       none (synthetic reference)                   0
+=============  ===========================================  =====================================
+
+Examples
+--------
+>>> s = get_strategy("railcap", parse_overrides("railcap", ["n=3"]))
+>>> s.name, s.config.n, s.config.mode, s.needs_greedy
+('railcap', 3, 'cap', True)
+>>> get_strategy("ted").counts([True, True, False], [{"ted_kept": k} for k in (True, False, True)])
+(1, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from zerogap.configbase import JsonConfig, require_positive
+from zerogap.decoding.blocking import LNEBlockingConfig
+from zerogap.decoding.railcap import RailCapConfig
+from zerogap.decoding.ted import TEDConfig, ted_keep
+from zerogap.patching import ShortcutConfig
+
+
+@dataclass(frozen=True)
+class SamplingConfig(JsonConfig):
+    """Plain sampling (Identity)."""
+
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
+
+    def __post_init__(self) -> None:
+        require_positive("SamplingConfig", "temperature", self.temperature)
+
+
+@dataclass(frozen=True)
+class AllZeroConfig(JsonConfig):
+    """The All-Zero reference has no parameters."""
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a strategy hands the engine: ``intervention`` and ``patch`` (None = none)."""
+
+    intervention: Any = None
+    patch: Callable | None = None
+
+
+class Strategy:
+    """A named strategy with its validated config; subclasses add what differs.
+
+    Attributes
+    ----------
+    needs_greedy : bool
+        Needs the contaminated model's greedy decode of every question (token ids, text).
+    needs_entropy : bool
+        Needs, with the greedy decode, its per-step entropies.
+    samples_model : bool
+        False for All-Zero, which draws nothing from the model.
+    """
+
+    config_class: ClassVar[type] = SamplingConfig
+    needs_greedy: ClassVar[bool] = False
+    needs_entropy: ClassVar[bool] = False
+    samples_model: ClassVar[bool] = True
+
+    def __init__(self, name: str, config: JsonConfig) -> None:
+        self.name = name
+        self.config = config
+
+    @property
+    def base_spec(self) -> str:
+        """Model spec of a patch source to load (shortcut only; empty for the others)."""
+        return ""
+
+    @property
+    def temperature(self) -> float | None:
+        """Sampling temperature tau (None for All-Zero, which samples nothing)."""
+        return getattr(self.config, "temperature", None)
+
+    def check_inputs(self) -> None:
+        """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
+        called before anything is loaded or written."""
+
+    def hooks(
+        self, *, greedy: Sequence[Sequence[int]] | None, entropies, m: int, device, base_model
+    ) -> Hooks:
+        """The engine hooks for one engine call over a list of questions (order as the call's).
+
+        ``greedy``/``entropies``: per question, the greedy token ids and per-step entropies
+        (given when ``needs_greedy``/``needs_entropy``); ``base_model``: the patch source
+        (shortcut only).
+        """
+        return Hooks()
+
+    def sample_stats(self, greedy_text: str | None, texts: Sequence[str], tokenizer) -> list[dict]:
+        """Extra per-sample statistics computed once a question's samples are all drawn."""
+        return [{} for _ in texts]
+
+    def counts(self, correct: Sequence[bool], stats: Sequence[dict]) -> tuple[int, int]:
+        """The question's ``(correct, samples)``; the readout is their ratio."""
+        return sum(bool(c) for c in correct), len(correct)
+
+
+class RailCapStrategy(Strategy):
+    """RailCap (paper §4): cap (or ban) the greedy trajectory's successor of a matched n-gram."""
+
+    config_class = RailCapConfig
+    needs_greedy = True
+
+    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+        from zerogap.decoding.railcap import RailCapHook
+
+        trajectories = [list(g) for g in greedy]
+        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=m, device=device))
+
+
+class LNEBlockingStrategy(Strategy):
+    """LNE-blocking (baselines.md §2); floor rounding and sampling at tau are proposals."""
+
+    config_class = LNEBlockingConfig
+    needs_greedy = True
+    needs_entropy = True
+
+    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+        from zerogap.decoding.blocking import LNEBlockingHook, blocking_counts, mean_entropy
+
+        counts = blocking_counts(
+            mean_entropy(entropies), t_task=self.config.t_task, beta=self.config.beta
+        )
+        return Hooks(LNEBlockingHook(counts, device=device))
+
+
+class TEDStrategy(Strategy):
+    """TED (baselines.md §1.2): plain sampling, then the edit-distance and duplicate filter."""
+
+    config_class = TEDConfig
+    needs_greedy = True
+
+    def sample_stats(self, greedy_text, texts, tokenizer) -> list[dict]:
+        def encode(text: str) -> list[int]:
+            return tokenizer(text.strip(), add_special_tokens=False)["input_ids"]
+
+        keep = ted_keep(
+            encode(greedy_text), [encode(t) for t in texts], texts, tau=self.config.tau,
+            max_tokens=self.config.max_tokens, dedup=self.config.dedup,
+        )
+        return [{"ted_kept": k} for k in keep]
+
+    def counts(self, correct, stats) -> tuple[int, int]:
+        """Correct kept and kept; ``(0, m)`` when TED dropped every sample (readout 0)."""
+        try:
+            kept = [bool(s["ted_kept"]) for s in stats]
+        except KeyError:
+            raise ValueError("TED counts need each sample's 'ted_kept' statistic") from None
+        n_kept = sum(kept)
+        if n_kept == 0:
+            return 0, len(correct)
+        return sum(k and bool(c) for k, c in zip(kept, correct, strict=True)), n_kept
+
+
+class ShortcutStrategy(Strategy):
+    """Shortcut-neuron patching (baselines.md §3) with a saved neuron list and the base model."""
+
+    config_class = ShortcutConfig
+
+    @property
+    def base_spec(self) -> str:
+        return self.config.base
+
+    def check_inputs(self) -> None:
+        from zerogap.patching import load_neurons
+
+        if not self.config.neurons:
+            raise ValueError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
+        if not self.config.base:
+            raise ValueError("strategy shortcut needs the patch source: --set base=MODEL")
+        load_neurons(self.config.neurons)
+
+    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+        from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
+
+        if base_model is None:
+            raise ValueError("strategy shortcut needs the patch source model")
+        neurons, _ = load_neurons(self.config.neurons)
+        top = neurons[: scaled_top_k(self.config, base_model)]
+        return Hooks(patch=NeuronPatch(base_model, top))
+
+
+class AllZeroStrategy(Strategy):
+    """All-Zero: the synthetic reference whose readout is 0 for every question."""
+
+    config_class = AllZeroConfig
+    samples_model = False
+
+    def counts(self, correct, stats) -> tuple[int, int]:
+        return 0, max(len(correct), 1)
+
+
+REGISTRY: dict[str, tuple[type[Strategy], dict[str, Any]]] = {
+    "identity": (Strategy, {}),
+    "railcap": (RailCapStrategy, {}),
+    "railcap-ban": (RailCapStrategy, {"mode": "ban"}),
+    "ted": (TEDStrategy, {}),
+    "lne-blocking": (LNEBlockingStrategy, {}),
+    "shortcut": (ShortcutStrategy, {}),
+    "all-zero": (AllZeroStrategy, {}),
+}
+
+
+def strategy_names() -> list[str]:
+    """The registered strategy names, in the paper's order."""
+    return list(REGISTRY)
+
+
+def _lookup(name: str) -> tuple[type[Strategy], dict[str, Any]]:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown strategy {name!r}; known: {', '.join(strategy_names())}"
+        ) from None
+
+
+def get_strategy(name: str, overrides: dict[str, Any] | None = None) -> Strategy:
+    """Build strategy ``name`` with its defaults, then ``overrides`` (validated)."""
+    cls, preset = _lookup(name)
+    return cls(name, cls.config_class(**{**preset, **(overrides or {})}))
+
+
+def strategy_from_record(name: str, config: dict[str, Any]) -> Strategy:
+    """Rebuild a strategy from its name and stored config dict (re-validated)."""
+    cls, _ = _lookup(name)
+    return cls(name, cls.config_class.from_dict(config))
+
+
+def setting_names(name: str) -> list[str]:
+    """The settings strategy ``name`` takes (``--set`` keys), sorted."""
+    cls, _ = _lookup(name)
+    return sorted(f.name for f in dataclasses.fields(cls.config_class))
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _convert(strategy: str, key: str, kind: str, text: str) -> Any:
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "bool":
+            return _BOOLS[text.lower()]
+    except (ValueError, KeyError):
+        raise ValueError(
+            f"--set {key}={text}: {key} of strategy {strategy} must be of type {kind}"
+        ) from None
+    return text
+
+
+def parse_overrides(name: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """Turn ``["key=value", ...]`` into typed overrides for strategy ``name``.
+
+    Raises ``ValueError`` for a pair without ``=``, an unknown key (listing the known ones), a
+    repeated key, or a value of the wrong type.
+
+    Examples
+    --------
+    >>> parse_overrides("ted", ["tau=3", "dedup=false"])
+    {'tau': 3, 'dedup': False}
+    """
+    cls, _ = _lookup(name)
+    fields = {f.name: f.type for f in dataclasses.fields(cls.config_class)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--set {pair!r}: expected key=value")
+        if key not in fields:
+            known = ", ".join(sorted(fields)) or "none"
+            raise ValueError(f"--set {key}: strategy {name} has no such setting; known: {known}")
+        if key in out:
+            raise ValueError(f"--set {key}: given twice")
+        out[key] = _convert(name, key, str(fields[key]), text.strip())
+    return out

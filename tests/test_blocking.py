@@ -1,0 +1,70 @@
+"""LNE-blocking core: entropy, LNE, blocking counts and the argmax ban, on hand-built numbers."""
+
+import math
+
+import pytest
+import torch
+
+from zerogap.decoding.blocking import (
+    LNEBlockingConfig,
+    LNEBlockingHook,
+    block_argmax,
+    blocking_counts,
+    entropy,
+    mean_entropy,
+)
+
+
+def test_entropy_matches_closed_forms():
+    peaked = torch.tensor([100.0, 0.0, 0.0])
+    two = torch.tensor([[0.0, 0.0, -math.inf], [5.0, 5.0, 5.0]])
+    assert float(entropy(peaked)) == pytest.approx(0.0, abs=1e-6)
+    assert entropy(two).tolist() == pytest.approx([math.log(2), math.log(3)])
+
+
+def test_mean_entropy_and_empty_decode():
+    assert mean_entropy([[1.0, 2.0, 3.0]]).tolist() == [2.0]
+    with pytest.raises(ValueError, match="question 1"):
+        mean_entropy([[1.0], []])
+
+
+def test_blocking_counts_floor_and_clip():
+    lne = torch.tensor([0.0, 0.1, 0.6, 1.0, 2.0, 3.0])
+    # 7 * (1 - lne/2) = 7, 6.65, 4.9, 3.5, 0, clipped below at 0.
+    assert blocking_counts(lne).tolist() == [7, 6, 4, 3, 0, 0]
+    assert blocking_counts(lne, t_task=4).tolist() == [4, 3, 2, 2, 0, 0]
+    assert blocking_counts(torch.tensor([-1.0]), t_task=7).tolist() == [7]  # clipped above at 1
+
+
+def test_block_argmax_bans_only_inside_first_n_positions():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [0.0, 2.0, 1.0], [3.0, 3.0, 1.0]])
+    out, blocked = block_argmax(logits, torch.tensor([2, 3, 0]), torch.tensor([3, 3, 1]))
+    assert blocked.tolist() == [True, False, True]
+    assert out.tolist() == [[0.0, -math.inf, 1.0], [0.0, 2.0, 1.0], [-math.inf, 3.0, 1.0]]
+
+
+def test_hook_maps_rows_to_their_question_counts():
+    hook = LNEBlockingHook(torch.tensor([0, 2]))
+    logits = torch.tensor([[0.0, 5.0], [0.0, 5.0], [0.0, 5.0]])
+    out = hook(logits, torch.zeros(3, 1, dtype=torch.long), torch.tensor([1, 1, 2]),
+               torch.tensor([0, 1, 1]), torch.tensor([0, 0, 1]))
+    assert out[:, 1].tolist() == [5.0, -math.inf, 5.0]
+    assert hook.sample_stats(1, 0) == {"blocking_count": 2}
+
+
+def test_hook_traces_without_graph_breaks():
+    hook = LNEBlockingHook(torch.tensor([3, 1]))
+    torch._dynamo.reset()
+    report = torch._dynamo.explain(hook)(
+        torch.randn(2, 5), torch.zeros(2, 1, dtype=torch.long), torch.tensor([0, 1]),
+        torch.tensor([0, 1]), torch.tensor([0, 0]),
+    )
+    assert report.graph_count == 1 and report.break_reasons == []
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"t_task": -1}, {"t_task": 2.5}, {"beta": 0}, {"temperature": -1}]
+)
+def test_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        LNEBlockingConfig(**kwargs)

@@ -1,0 +1,122 @@
+"""The strategy registry: configs, --set parsing, hooks and readouts."""
+
+import json
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from zerogap.decoding.blocking import LNEBlockingHook
+from zerogap.decoding.railcap import RailCapHook
+from zerogap.patching import NeuronPatch, save_neurons
+from zerogap.strategies import (
+    get_strategy,
+    parse_overrides,
+    setting_names,
+    strategy_from_record,
+    strategy_names,
+)
+
+
+def word_tokenizer():
+    words = ["[UNK]", "a", "b", "c", "d", "e", "f", "g", "h"]
+    vocab = {w: i for i, w in enumerate(words)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+
+
+def test_registry_holds_the_papers_strategies():
+    assert strategy_names() == [
+        "identity", "railcap", "railcap-ban", "ted", "lne-blocking", "shortcut", "all-zero"
+    ]
+    assert get_strategy("railcap-ban").config.mode == "ban"
+    assert get_strategy("railcap-ban", {"mode": "cap"}).config.mode == "cap"
+    assert get_strategy("identity").temperature == 0.7
+    assert get_strategy("all-zero").temperature is None
+
+
+def test_parse_overrides_types_and_errors():
+    assert parse_overrides("railcap", ["n=2", "mode=ban", "temperature=1"]) == {
+        "n": 2, "mode": "ban", "temperature": 1.0
+    }
+    assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
+    with pytest.raises(ValueError, match="n of strategy railcap must be of type int"):
+        parse_overrides("railcap", ["n=four"])
+    with pytest.raises(ValueError, match="has no such setting; known: mode, n, temperature"):
+        parse_overrides("railcap", ["tau=1"])
+    with pytest.raises(ValueError, match="expected key=value"):
+        parse_overrides("railcap", ["n"])
+    with pytest.raises(ValueError, match="given twice"):
+        parse_overrides("railcap", ["n=2", "n=3"])
+    with pytest.raises(ValueError, match="known: none"):
+        parse_overrides("all-zero", ["x=1"])
+    with pytest.raises(ValueError, match="unknown strategy 'railcop'"):
+        parse_overrides("railcop", [])
+    with pytest.raises(ValueError, match="RailCapConfig.mode"):
+        get_strategy("railcap", parse_overrides("railcap", ["mode=clip"]))
+
+
+def test_record_round_trips_through_json():
+    s = get_strategy("lne-blocking", {"t_task": 4})
+    back = strategy_from_record("lne-blocking", json.loads(s.config.to_json()))
+    assert back.name == "lne-blocking" and back.config == s.config
+    assert setting_names("shortcut") == [
+        "base", "neurons", "temperature", "top_k"
+    ]
+
+
+def test_hooks_are_built_from_greedy_data():
+    rail = get_strategy("railcap", {"n": 2}).hooks(
+        greedy=[[1, 2, 3]], entropies=None, m=2, device="cpu", base_model=None
+    )
+    assert isinstance(rail.intervention, RailCapHook) and rail.patch is None
+    logits = torch.zeros(1, 5)
+    logits[0, 3] = 1.0
+    out = rail.intervention(logits, torch.tensor([[1, 2]]), torch.tensor([2]),
+                            torch.tensor([0]), torch.tensor([1]))
+    assert out[0, 3] == 0.0
+    lne = get_strategy("lne-blocking").hooks(
+        greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]], m=1, device="cpu", base_model=None
+    )
+    assert isinstance(lne.intervention, LNEBlockingHook)
+    assert lne.intervention.counts.tolist() == [6, 0]  # floor(7 * 0.95), floor(7 * 0)
+    assert get_strategy("identity").hooks(greedy=None, entropies=None, m=1, device="cpu",
+                                          base_model=None).intervention is None
+
+
+def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
+    base = make_tiny_llama(3)
+    with pytest.raises(ValueError, match="neurons=PATH"):
+        get_strategy("shortcut").check_inputs()
+    path = tmp_path / "n.json"
+    with pytest.raises(ValueError, match="base=MODEL"):
+        get_strategy("shortcut", {"neurons": str(path)}).check_inputs()
+    with pytest.raises(FileNotFoundError, match="n.json"):
+        get_strategy("shortcut", {"neurons": str(path), "base": "embedded"}).check_inputs()
+    save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
+    s = get_strategy("shortcut", {"neurons": str(path), "base": "embedded"})
+    s.check_inputs()
+    patch = s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch
+    # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.
+    assert isinstance(patch, NeuronPatch) and patch.neurons == [(0, 4), (0, 5)]
+    s = get_strategy("shortcut", {"neurons": str(path), "top_k": 3})
+    assert s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch.neurons \
+        == [(0, 4), (0, 5), (1, 6)]
+
+
+def test_ted_stats_and_counts_with_a_real_tokenizer():
+    ted = get_strategy("ted")
+    texts = ["a b c d e f", "a b c d e g", "h h h h", "h h h h", " g g g g g"]
+    stats = ted.sample_stats(" a b c d e f ", texts, word_tokenizer())
+    assert [s["ted_kept"] for s in stats] == [False, False, True, False, True]
+    assert ted.counts([True, True, True, True, False], stats) == (1, 2)
+    assert ted.counts([True, False], [{"ted_kept": False}] * 2) == (0, 2)
+    with pytest.raises(ValueError, match="ted_kept"):
+        ted.counts([True], [{}])
+
+
+def test_identity_and_all_zero_counts():
+    assert get_strategy("identity").counts([True, False, True], [{}] * 3) == (2, 3)
+    assert get_strategy("all-zero").counts([True, True], [{}] * 2) == (0, 2)

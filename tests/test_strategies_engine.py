@@ -1,0 +1,203 @@
+"""Strategies on the real sampling engine: RailCap against Identity on a model that memorised
+its items, and the shortcut patch inside the engine's cache handling."""
+
+import pytest
+import torch
+
+from zerogap import engine
+from zerogap.decoding.blocking import entropy
+from zerogap.engine import greedy, sample
+from zerogap.models import LoadedModel, weight_fingerprint
+from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
+from zerogap.runs import SampleSettings, run_counts, run_sample
+from zerogap.store import GreedyRow, RunStore
+from zerogap.strategies import get_strategy
+from zerogap.tasks.base import Grade, Question, Task
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ITEMS = [
+    ("Tom has 12 pens and gives away 5.", "Tom keeps 12 - 5 = 7 pens. The answer is 7."),
+    ("Ann buys 3 bags of 4 apples.", "Ann has 3 * 4 = 12 apples. The answer is 12."),
+    ("Sam reads 9 pages a day for 2 days.", "Sam reads 9 * 2 = 18 pages. The answer is 18."),
+    ("Lia had 20 coins and lost 8.", "Lia has 20 - 8 = 12 coins left. The answer is 12."),
+]
+PROMPTS = [f"Question: {q}\nAnswer:" for q, _ in ITEMS]
+IDS = [f"q{i}" for i in range(len(ITEMS))]
+
+
+@pytest.fixture(scope="module")
+def memorised(make_tiny_llama, smol_tokenizer, one_thread):
+    """The tiny Llama fine-tuned (about 7 s) until its greedy answers are the items' answers.
+
+    Embeddings are scaled up and frozen so that the output distribution is peaked (a model that
+    memorised its items samples them back) and each step is cheap.
+    """
+    model = make_tiny_llama(0)
+    tok = smol_tokenizer
+    seqs = [tok(p)["input_ids"] + tok(" " + a)["input_ids"] + [tok.eos_token_id]
+            for p, (_, a) in zip(PROMPTS, ITEMS, strict=True)]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), tok.eos_token_id)
+    labels = torch.full((len(seqs), width), -100)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = labels[i, : len(s)] = torch.tensor(s)
+    emb = model.model.embed_tokens.weight
+    emb.requires_grad_(False)
+    emb.mul_(30)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for _ in range(60):
+        loss = model(input_ids=ids, attention_mask=(labels != -100).long(), labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    decodes = greedy(model, tok, PROMPTS, max_new_tokens=24)
+    assert [d.text.strip() for d in decodes] == [a for _, a in ITEMS]
+    return model, tok, decodes
+
+
+def share_on_greedy(model, tok, decodes, strategy, m=8):
+    hooks = strategy.hooks(greedy=[d.token_ids for d in decodes], entropies=None, m=m,
+                           device="cpu", base_model=None)
+    out = sample(model, tok, PROMPTS, m=m, temperature=strategy.temperature, max_new_tokens=24,
+                 question_ids=IDS, seed=0, intervention=hooks.intervention)
+    same = [s.token_ids == d.token_ids for d, samples in zip(decodes, out, strict=True)
+            for s in samples]
+    return sum(same) / len(same), out
+
+
+def test_railcap_pulls_samples_off_the_memorised_trajectory(memorised):
+    model, tok, decodes = memorised
+    identity, _ = share_on_greedy(model, tok, decodes, get_strategy("identity"))
+    railcap, out = share_on_greedy(model, tok, decodes, get_strategy("railcap"))
+    ban, _ = share_on_greedy(model, tok, decodes, get_strategy("railcap-ban"))
+    assert identity >= 0.5  # the model did memorise: most plain samples are the greedy answer
+    assert railcap <= identity - 0.4 and ban <= identity - 0.4
+    stats = [s.stats for samples in out for s in samples]
+    assert all(set(s) == {"interventions", "steps_on_trajectory"} for s in stats)
+    assert sum(s["interventions"] for s in stats) > 0
+    assert all(s["interventions"] <= s["steps_on_trajectory"] for s in stats)
+
+
+@torch.no_grad()
+def test_patched_greedy_in_engine_equals_uncached_recompute(memorised, make_tiny_llama):
+    """The engine splits the shared prefix, joins rows and rebuilds caches every step; the patch
+    source must see exactly the evaluated model's context throughout."""
+    target, tok, _ = memorised
+    patch = NeuronPatch(make_tiny_llama(1), [(0, i) for i in range(0, 128, 3)] + [(1, 7)])
+    decodes = greedy(target, tok, PROMPTS[:3], max_new_tokens=6, patch=patch,
+                     return_entropy=True)
+    plain = greedy(target, tok, PROMPTS[:3], max_new_tokens=6, return_entropy=True)
+    for prompt, d, p in zip(PROMPTS, decodes, plain, strict=False):
+        ids = torch.tensor([tok(prompt)["input_ids"] + d.token_ids])
+        with patch(target):
+            logits = target(input_ids=ids, use_cache=False).logits[0]
+        start = ids.shape[1] - len(d.token_ids) - 1
+        expected = entropy(logits[start : start + len(d.entropies)])
+        assert d.entropies == pytest.approx(expected.tolist(), abs=1e-4)
+        assert d.entropies != pytest.approx(p.entropies, abs=1e-2)  # the patch mattered
+
+
+class MemoTask:
+    """The memorised items as a task: exact-answer grading (a real implementation of Task)."""
+
+    name = "memo"
+    stop = ()
+
+    def questions(self, split="test"):
+        return [Question(f"q{i}", q, a) for i, (q, a) in enumerate(ITEMS)]
+
+    def prompt(self, question):
+        return f"Question: {question.text}\nAnswer:"
+
+    def grade(self, question, response):
+        ok = response.strip() == question.answer
+        return Grade(response.strip() if ok else None, ok)
+
+    def config(self):
+        return {}
+
+
+def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llama, tmp_path):
+    contaminated, tok, _ = memorised
+    base, uncontaminated = make_tiny_llama(1), make_tiny_llama(2)
+    task = MemoTask()
+    qs = task.questions()
+    assert isinstance(task, Task)
+    ranking, meta = locate_neurons(base, contaminated, uncontaminated, tok, task, qs[:2], qs[2:],
+                                   block_size=64, max_new_tokens=24)
+    assert sorted(ranking) == [(0, i) for i in range(128)]  # every ranked neuron, once
+    assert meta["accuracy"] == {"base": 0.0, "contaminated": 1.0}
+    path = tmp_path / "neurons.json"
+    save_neurons(path, ranking, meta)
+    strategy = get_strategy("shortcut", {"neurons": str(path), "top_k": 64})
+    hooks = strategy.hooks(greedy=None, entropies=None, m=2, device="cpu", base_model=base)
+    out = sample(contaminated, tok, PROMPTS, m=2, temperature=strategy.temperature,
+                 max_new_tokens=16, question_ids=IDS, seed=0, patch=hooks.patch)
+    plain = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=16,
+                   question_ids=IDS, seed=0)
+    assert [s.token_ids for q in out for s in q] != [s.token_ids for q in plain for s in q]
+
+
+def run(strategy, loaded, store, greedy_store, m=4, **options):
+    task = MemoTask()
+    settings = SampleSettings(m=m, temperature=0.7, max_new_tokens=24, seed=0)
+    return run_sample(loaded, task, task.questions(), store, settings, split="test",
+                      strategy=strategy, strategy_options=options, greedy_store=greedy_store)
+
+
+def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path, monkeypatch):
+    model, tok, _ = memorised
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    qs = MemoTask().questions()
+    shared = RunStore(tmp_path / "greedy")
+    rail_store = RunStore(tmp_path / "railcap")
+    assert run("railcap", loaded, rail_store, shared) == 4
+    greedy_rows = shared.greedy()
+    assert [greedy_rows[q.id].text.strip() for q in qs] == [a for _, a in ITEMS]
+    assert all(r.correct and r.entropies for r in greedy_rows.values())
+    samples = list(rail_store.samples())
+    assert len(samples) == 16 and all("interventions" in s.stats for s in samples)
+    assert rail_store.config()["strategy_config"] == {"n": 4, "mode": "cap", "temperature": 0.7}
+    assert run("railcap", loaded, rail_store, shared) == 0  # resumed: nothing left
+
+    def no_greedy(*args, **kw):
+        raise AssertionError("greedy decodes must come from the store")
+
+    monkeypatch.setattr(engine, "greedy", no_greedy)
+    ted_store = RunStore(tmp_path / "ted")
+    run("ted", loaded, ted_store, shared)
+    kept = [s.stats["ted_kept"] for s in ted_store.samples()]
+    # The memorised model mostly repeats its greedy answer: TED drops those samples.
+    assert sum(kept) < len(kept)
+    counts = run_counts(ted_store)
+    assert [c["id"] for c in counts] == [q.id for q in qs]
+    by_q = {}
+    for s in ted_store.samples():
+        by_q.setdefault(s.question_id, []).append(s)
+    for c in counts:
+        rows = by_q[c["id"]]
+        n_kept = sum(r.stats["ted_kept"] for r in rows)
+        assert c["samples"] == (n_kept or 4)
+        assert c["correct"] == sum(r.correct for r in rows if r.stats["ted_kept"])
+
+    zero_store = RunStore(tmp_path / "zero")
+    run("all-zero", loaded, zero_store, shared)
+    assert run_counts(zero_store) == [
+        {"id": q.id, "correct": 0, "samples": 4, "first": 0} for q in qs
+    ]
+    with pytest.raises(ValueError, match="two temperatures"):
+        run("railcap", loaded, RunStore(tmp_path / "t"), shared, temperature=1.0)
+
+
+def test_lne_blocking_refuses_greedy_without_entropies(memorised, tmp_path):
+    model, tok, decodes = memorised
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    qs = MemoTask().questions()
+    shared = RunStore(tmp_path / "greedy")
+    shared.add_greedy([GreedyRow(q.id, d.token_ids, d.text, d.finish, None, True, None)
+                       for q, d in zip(qs, decodes, strict=True)])
+    with pytest.raises(ValueError, match="needs greedy entropies.*q0 \\(and 3 more\\)"):
+        run("lne-blocking", loaded, RunStore(tmp_path / "lne"), shared, m=2)
