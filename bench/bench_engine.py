@@ -19,7 +19,8 @@ removed, "#### N" rewritten as "The answer is N."), so the bench needs no task m
 Usage::
 
     python bench/bench_engine.py [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
-                                 [--max-new-tokens 128] [--skip-baseline] [--threads N]
+                                 [--max-new-tokens 128] [--skip-baseline] [--skip-decode]
+                                 [--max-batch N] [--threads N]
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ def main() -> None:
     parser.add_argument("-m", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--skip-decode", action="store_true", help="skip the decode-phase part")
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help="engine batch rows in the throughput part (default: automatic)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads; on a shared CPU, 1 avoids OpenMP oversubscription")
     args = parser.parse_args()
@@ -156,7 +160,8 @@ def main() -> None:
     with PeakRss() as mem:
         t0 = time.perf_counter()
         gens = sample(model, tok, prompts, m=args.m, temperature=0.7,
-                      max_new_tokens=args.max_new_tokens, question_ids=ids, stop=(STOP,))
+                      max_new_tokens=args.max_new_tokens, question_ids=ids, stop=(STOP,),
+                      max_batch=args.max_batch)
         t_engine = time.perf_counter() - t0
     n_engine = sum(len(g.token_ids) for q in gens for g in q)
     print(f"engine:   {n_engine} tokens in {t_engine:.1f} s = {n_engine / t_engine:.1f} tok/s, "
@@ -170,6 +175,8 @@ def main() -> None:
               f"peak RSS {mem.peak:.0f} MiB")
         print(f"throughput ratio engine/generate: {(n_engine / t_engine) / (n_base / t_base):.2f}x")
 
+    if args.skip_decode:
+        return
     # Decode phase: two alternating repetitions, best of each (a shared machine is noisy).
     rows, steps = args.m, args.max_new_tokens
     ban = BanEos(tok.eos_token_id)

@@ -29,7 +29,10 @@ import torch
 from zerogap.engine import noise
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
 
-CPU_MAX_BATCH = 64
+# On CPU every decode step copies and reads each row's whole KV cache, which for a 1,170-token
+# 8-shot prompt outweighs the weights: bench_engine.py measured 38 tok/s at 16 rows against 33 at
+# 8, 22 at 32 and 15 at 48 (SmolLM2-135M, one thread). GPUs amortise weights over many more rows.
+CPU_MAX_BATCH = 16
 GPU_MAX_BATCH = 512
 
 
@@ -426,7 +429,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default from free memory (capped at 64 on CPU, 512 on GPU).
+        Most rows decoded together; default from free memory (capped at 16 on CPU, 512 on GPU).
     progress : bool
         Show a progress bar (questions done, tokens/s, ETA) on stderr.
     on_question : callable, optional
