@@ -99,7 +99,7 @@ def test_comparison_is_exact_decimal_not_float():
 
 def test_modes_are_registered_and_unknown_modes_rejected():
     assert modes() == ["anchor", "lmeval-flexible", "lmeval-strict", "lmeval-strict-hash"]
-    with pytest.raises(ValueError, match="unknown grading mode 'fuzzy'; known modes: anchor"):
+    with pytest.raises(ValueError, match="grading mode 'fuzzy'; known grading modes: anchor"):
         check_mode("fuzzy")
     with pytest.raises(ValueError, match="unknown grading mode"):
         grade_response("The answer is 3.", "3", mode="fuzzy")

@@ -59,7 +59,7 @@ def test_jsonl_folder_gives_splits_and_k_shot(tmp_path):
             '{"question": "q", "answer": 1}\n{"question": "q"}\n',
             "x.jsonl:2: missing field 'answer'",
         ),
-        ('{"question": "q", "answer": 1}\n{oops\n', "x.jsonl:2: not valid JSON"),
+        ('{"question": "q", "answer": 1}\n{oops\n', "x.jsonl:2: malformed JSON"),
         ("[1, 2]\n", "x.jsonl:1: expected a JSON object"),
         ('{"question": "q", "answer": "none"}\n', "x.jsonl:1: no number in gold answer"),
     ],

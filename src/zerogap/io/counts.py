@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zerogap.io.jsonlines import read_jsonl
+
 _SHAPES = {
     "counts": ({"id", "correct", "samples"}, {"first"}),
     "outcomes": ({"id", "outcomes"}, set()),
@@ -86,37 +88,23 @@ def _preview(ids: list[str], limit: int = 5) -> str:
 
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, record)`` from a JSONL or CSV file; blank lines are skipped."""
+    with open(path, encoding="utf-8") as f:
+        head = f.read(64).lstrip()[:1]
+    if path.suffix in (".jsonl", ".json", ".ndjson") or (path.suffix != ".csv" and head == "{"):
+        yield from read_jsonl(path)
+        return
     with open(path, newline="", encoding="utf-8") as f:
-        head = f.read(1)
-        while head.isspace():
-            head = f.read(1)
-        f.seek(0)
-        is_jsonl = path.suffix in (".jsonl", ".json", ".ndjson") or (
-            path.suffix != ".csv" and head == "{"
-        )
-        if is_jsonl:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
-                if not isinstance(record, dict):
-                    raise ValueError(f"{path}:{line_no}: expected a JSON object per line")
-                yield line_no, record
-        else:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None:
-                return
-            for record in reader:
-                if None in record or any(v is None for v in record.values()):
-                    raise ValueError(
-                        f"{path}:{reader.line_num}: expected {len(reader.fieldnames)} columns "
-                        f"({', '.join(reader.fieldnames)})"
-                    )
-                if any(v.strip() for v in record.values()):
-                    yield reader.line_num, record
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None:
+            return
+        for record in reader:
+            if None in record or any(v is None for v in record.values()):
+                raise ValueError(
+                    f"{path}:{reader.line_num}: expected {len(reader.fieldnames)} columns "
+                    f"({', '.join(reader.fieldnames)})"
+                )
+            if any(v.strip() for v in record.values()):
+                yield reader.line_num, record
 
 
 def _integer(value, field: str, where: str) -> int:

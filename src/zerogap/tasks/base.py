@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from zerogap.registry import Registry
+
 
 @dataclass(frozen=True)
 class Question:
@@ -56,30 +58,15 @@ class Task(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[..., Task]] = {}
+_TASKS: Registry[Callable[..., Task]] = Registry("task")
 
+register_task = _TASKS.register
+"""Class or factory decorator: make a task constructible by ``get_task(name, **options)``."""
 
-def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
-    """Class or factory decorator: make a task constructible by ``get_task(name, **options)``."""
-
-    def decorate(factory: Callable[..., Task]) -> Callable[..., Task]:
-        if name in _REGISTRY:
-            raise ValueError(f"task {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
-
-
-def task_names() -> list[str]:
-    """Names of the registered tasks, sorted."""
-    return sorted(_REGISTRY)
+task_names = _TASKS.names
+"""Names of the registered tasks, sorted."""
 
 
 def get_task(name: str, **options) -> Task:
     """Build the task registered as ``name``; an unknown name raises ``ValueError``."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}") from None
-    return factory(**options)
+    return _TASKS.get(name)(**options)

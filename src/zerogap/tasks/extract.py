@@ -43,6 +43,7 @@ import re
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 
+from zerogap.registry import Registry
 from zerogap.tasks.base import Grade
 
 # Markers after which a response has run on into a new item (the harness's gsm8k/gsm8k_cot
@@ -72,30 +73,18 @@ LMEVAL_IGNORE = (",", "\\$", "(?s).*#### ", "\\.$")
 LMEVAL_INVALID = "[invalid]"
 
 Extractor = Callable[[str, str, tuple[str, ...]], Grade]
-_EXTRACTORS: dict[str, Extractor] = {}
+_EXTRACTORS: Registry[Extractor] = Registry("grading mode")
 
+register_extractor = _EXTRACTORS.register
+"""Decorator: make ``fn(response, gold, stop) -> Grade`` available as grading mode ``name``."""
 
-def register_extractor(name: str) -> Callable[[Extractor], Extractor]:
-    """Decorator: make ``fn(response, gold, stop) -> Grade`` available as grading mode ``name``."""
-
-    def decorate(fn: Extractor) -> Extractor:
-        if name in _EXTRACTORS:
-            raise ValueError(f"extractor {name!r} is registered twice")
-        _EXTRACTORS[name] = fn
-        return fn
-
-    return decorate
-
-
-def modes() -> list[str]:
-    """Names of the registered grading modes, sorted."""
-    return sorted(_EXTRACTORS)
+modes = _EXTRACTORS.names
+"""Names of the registered grading modes, sorted."""
 
 
 def check_mode(mode: str) -> str:
     """Return ``mode`` if it is registered, else raise ``ValueError`` listing the known modes."""
-    if mode not in _EXTRACTORS:
-        raise ValueError(f"unknown grading mode {mode!r}; known modes: {', '.join(modes())}")
+    _EXTRACTORS.get(mode)
     return mode
 
 
@@ -230,7 +219,7 @@ def grade_response(
     >>> grade_response("The answer is 42", "42", mode="lmeval-strict")
     Grade(extracted='4', correct=False)
     """
-    return _EXTRACTORS[check_mode(mode)](response, gold, stop)
+    return _EXTRACTORS.get(mode)(response, gold, stop)
 
 
 @register_extractor("anchor")

@@ -8,10 +8,10 @@ need the train split (a folder) or an exemplar file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.base import register_task
 from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
 
@@ -54,27 +54,14 @@ class JsonlSource:
         """The rows of ``split``; errors name the file, the line and the problem."""
         path = self.split_file(split)
         rows = []
-        with open(path, encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{line_no}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
-                if not isinstance(record, dict):
-                    raise ValueError(f"{where}: expected a JSON object")
-                for name in (self.question_field, self.answer_field):
-                    if name not in record:
-                        raise ValueError(f"{where}: missing field {name!r}")
-                rows.append(
-                    Row(
-                        str(record[self.question_field]).strip(),
-                        str(record[self.answer_field]),
-                        where,
-                    )
-                )
+        for line_no, record in read_jsonl(path):
+            where = f"{path}:{line_no}"
+            for name in (self.question_field, self.answer_field):
+                if name not in record:
+                    raise ValueError(f"{where}: missing field {name!r}")
+            rows.append(
+                Row(str(record[self.question_field]).strip(), str(record[self.answer_field]), where)
+            )
         return rows
 
 

@@ -1,0 +1,39 @@
+"""Name -> object registries filled by decorators (tasks, grading modes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Objects registered under unique names; ``kind`` names them in error messages."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: register the decorated object as ``name``."""
+
+        def decorate(item: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._items[name] = item
+            return item
+
+        return decorate
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._items)
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``; an unknown name raises ``ValueError`` listing all."""
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(self.names())
+            raise ValueError(f"unknown {self.kind} {name!r}; known {self.kind}s: {known}") from None
