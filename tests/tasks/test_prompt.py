@@ -101,9 +101,9 @@ def test_user_exemplar_file(tmp_path, gsm8k_dir):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("{not json", "shots.jsonl:2: bad exemplar"),
+        ("{not json", "shots.jsonl:2: malformed JSON"),
         ('{"question": "q"}', "shots.jsonl:2: bad exemplar \\(missing field 'answer'\\)"),
-        ('["a", "b"]', "shots.jsonl:2: bad exemplar \\(not a JSON object\\)"),
+        ('["a", "b"]', "shots.jsonl:2: expected a JSON object"),
         ('{"question": "q", "answer": "no number"}', "shots.jsonl:2: bad exemplar \\(solution"),
     ],
 )

@@ -9,7 +9,6 @@ encodes once.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.extract import canonical, parse_number
 
 # The harness's gsm8k_cot ``until`` strings: a base model runs on into the next "Q:".
@@ -90,26 +90,16 @@ def load_exemplars(path: str | Path) -> list[Exemplar]:
     "The answer is N."; errors name the file and line.
     """
     exemplars = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                exemplars.append(
-                    Exemplar(str(row["question"]).strip(), cot_solution(str(row["answer"])))
-                )
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"{path}:{line_no}: bad exemplar ({_describe(err)})") from None
+    for line_no, row in read_jsonl(path):
+        try:
+            exemplars.append(
+                Exemplar(str(row["question"]).strip(), cot_solution(str(row["answer"])))
+            )
+        except KeyError as err:
+            raise ValueError(f"{path}:{line_no}: bad exemplar (missing field {err})") from None
+        except ValueError as err:
+            raise ValueError(f"{path}:{line_no}: bad exemplar ({err})") from None
     return exemplars
-
-
-def _describe(err: Exception) -> str:
-    if isinstance(err, KeyError):
-        return f"missing field {err.args[0]!r}"
-    if isinstance(err, TypeError):
-        return "not a JSON object"
-    return str(err).splitlines()[0]
 
 
 def render_prefix(exemplars: list[Exemplar]) -> str:
