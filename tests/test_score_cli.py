@@ -144,3 +144,24 @@ def test_scoring_never_imports_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(src)}
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_tiny_strata_prompt_the_two_level_bootstrap(tmp_path, capsys):
+    ids = [f"q{i}" for i in range(12)]
+    write_counts(tmp_path / "c.jsonl", ids, range(12), [12] * 12)  # every question its own stratum
+    write_counts(tmp_path / "s.jsonl", ids, [0] * 12, [12] * 12)
+    args = [
+        "score",
+        "--clean",
+        str(tmp_path / "c.jsonl"),
+        "--mitigated",
+        f"s={tmp_path / 's.jsonl'}",
+        "--bootstrap",
+        "100",
+        "--noise-sims",
+        "20",
+    ]
+    main(args)
+    assert "rerun with --within-questions" in capsys.readouterr().out
+    main([*args, "--within-questions"])
+    assert "rerun with --within-questions" not in capsys.readouterr().out

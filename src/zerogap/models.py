@@ -98,9 +98,13 @@ def weight_fingerprint(model) -> str:
 
 
 def _gguf_cache_key(path: Path) -> str:
-    stat = path.stat()
-    ident = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    return f"gguf-{path.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+    # Keyed on the file's content, not its path: every virtualenv holds its own copy of the
+    # embedded GGUF, and all of them should share one converted folder (538 MB each).
+    digest = hashlib.blake2b(digest_size=8)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return f"gguf-{path.stem}-{digest.hexdigest()}"
 
 
 def _convert_gguf(path: Path, target: Path) -> None:

@@ -177,6 +177,15 @@ def _table(boot: BootstrapGaps, clean, runs, with_ci, draw_note, floor, comparis
                 ci = boot.interval(name, m)
                 cells.append(f"[{ci.low:.3f},{ci.high:.3f}]".rjust(14))
             lines.append(f"  {_fmt_m(run.samples)}".ljust(width) + "".join(cells))
+    sizes = np.asarray(est0.strata_sizes)
+    if with_ci and not boot.within_questions and sizes[sizes <= 2].sum() > 0.25 * sizes.sum():
+        lines += [
+            "",
+            f"note: {sizes[sizes <= 2].sum()} of {sizes.sum()} questions sit in strata of one or "
+            "two, whose question-level intervals",
+            "      cannot show sampling noise; rerun with --within-questions for SA-PPG "
+            "intervals and comparisons.",
+        ]
     lines += [
         "",
         "Δ+ under-suppression (inflation left in place), Δ- over-suppression (collateral damage);",
