@@ -165,3 +165,17 @@ def test_tiny_strata_prompt_the_two_level_bootstrap(tmp_path, capsys):
     assert "rerun with --within-questions" in capsys.readouterr().out
     main([*args, "--within-questions"])
     assert "rerun with --within-questions" not in capsys.readouterr().out
+
+
+def test_a_closed_pipe_ends_quietly():
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zerogap", *score_args("--bootstrap", "50")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={"PYTHONPATH": str(src)},
+    )
+    proc.stdout.close()  # the reader is gone before the table is written, like `| head -0`
+    stderr = proc.stderr.read().decode()
+    assert proc.wait() == 141
+    assert "Traceback" not in stderr
