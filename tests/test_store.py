@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from zerogap.io.counts import write_counts
 from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, StoreError
 
 
@@ -42,10 +43,12 @@ def test_samples_counts_and_exports(tmp_path):
             {"id": "q-a", "correct": 0, "samples": 3},
         ]
         assert store.greedy()["q-a"].entropies == [0.5, 0.25]
-        assert store.export_counts(tmp_path / "c.jsonl") == 2
+        write_counts(tmp_path / "c.jsonl", *([c[k] for c in store.counts()]
+                                             for k in ("id", "correct", "samples")))
         assert store.export_jsonl(tmp_path / "s.jsonl") == 6
         assert store.export_parquet(tmp_path / "s.parquet") == 6
     lines = (tmp_path / "c.jsonl").read_text().splitlines()
+    assert len(lines) == 2
     assert json.loads(lines[0]) == {"id": "q-b", "correct": 2, "samples": 3}
     first = json.loads((tmp_path / "s.jsonl").read_text().splitlines()[0])
     assert first["question_id"] == "q-b" and first["stats"] == {"caps": 0}

@@ -196,10 +196,13 @@ def _export(args) -> int:
             if path is None:
                 continue
             if kind == "counts":  # under the run's strategy readout (TED: kept samples only)
+                from zerogap.io.counts import write_counts
                 from zerogap.runs import run_counts
 
                 rows = run_counts(store)
-                path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+                write_counts(path, *(
+                    [r[key] for r in rows] for key in ("id", "correct", "samples", "first")
+                ))
                 n = len(rows)
             else:
                 n = getattr(store, f"export_{kind}")(path)

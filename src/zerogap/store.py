@@ -273,12 +273,6 @@ class RunStore:
 
     # -- export ---------------------------------------------------------------------------------
 
-    def export_counts(self, out: str | Path) -> int:
-        """Write per-question counts as JSONL (``zerogap score`` format); returns the line count."""
-        rows = self.counts()
-        _write_lines(out, (json.dumps(r) for r in rows))
-        return len(rows)
-
     def export_jsonl(self, out: str | Path) -> int:
         """Write every sample as one JSON object per line; returns the line count."""
         n = 0
