@@ -1,9 +1,20 @@
-"""Shared test set-up: the weight-free tiny Llama used for mechanics tests, and `gpu` tests that
-skip themselves where no CUDA device is present."""
+"""Shared test set-up: the real GSM8K files, the weight-free tiny Llama used for mechanics tests,
+and `gpu` tests that skip themselves where no CUDA device is present."""
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
+
+# The real GSM8K release files (never copied into the repository): ../shared/data/gsm8k next to
+# the repository, as the project's machines lay it out.
+GSM8K_DIR = Path(
+    os.environ.get(
+        "ZEROGAP_GSM8K", Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+    )
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -23,6 +34,13 @@ def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
         bos_token_id=1, eos_token_id=2,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def gsm8k_dir() -> Path:
+    if not (GSM8K_DIR / "test.jsonl").is_file():
+        pytest.skip(f"GSM8K not found at {GSM8K_DIR} (set ZEROGAP_GSM8K)")
+    return GSM8K_DIR
 
 
 @pytest.fixture(scope="session")
