@@ -121,6 +121,11 @@ def _convert_gguf(path: Path, target: Path) -> None:
     plain_config = AutoConfig.for_model(**config)
     model = AutoModelForCausalLM.from_config(plain_config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
+    _save_atomically(model, tokenizer, target)
+
+
+def _save_atomically(model, tokenizer, target: Path) -> None:
+    """Save a model folder at ``target`` so that a killed save leaves no half folder there."""
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write into a sibling temporary folder and rename, so a killed conversion leaves no half cache.
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
@@ -140,6 +145,8 @@ def _convert_gguf(path: Path, target: Path) -> None:
 
 
 def _cached_gguf_folder(path: Path) -> Path:
+    if path.suffix != ".gguf":
+        raise ValueError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
     target = cache_dir() / "models" / _gguf_cache_key(path)
     if not target.is_dir():
         _convert_gguf(path, target)
@@ -177,8 +184,6 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
         path = relative_to / path
     if path.exists():
         if path.is_file():
-            if path.suffix != ".gguf":
-                raise ValueError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
             return _load_folder(_cached_gguf_folder(path), dtype)
         return _load_folder(path, dtype)
     if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec):
@@ -194,6 +199,39 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
             f"could not load model {spec!r} from the hub: {first_line}"
         ) from None
     return model, tokenizer
+
+
+def _folder_digest(folder: Path) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(folder)}|".encode())
+        with open(file, "rb") as f:
+            digest.update(hashlib.file_digest(f, "blake2b").digest())
+    return digest.hexdigest()
+
+
+def model_folder(spec: str) -> str:
+    """A spec as something another runtime (vLLM) loads by name: a plain model folder or hub id.
+
+    ``embedded`` and ``.gguf`` files give their converted folder in the cache; a PEFT adapter
+    folder is merged into its base once and cached by the adapter's content; a model folder or a
+    hub id is returned as given.
+    """
+    if spec == EMBEDDED:
+        return str(_cached_gguf_folder(embedded_gguf()))
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return str(_cached_gguf_folder(path))
+    adapter_config = path / "adapter_config.json"
+    if not adapter_config.is_file():
+        return spec
+    target = cache_dir() / "models" / f"merged-{path.name}-{_folder_digest(path)}"
+    if not target.is_dir():
+        import torch
+
+        model, tokenizer = _load_adapter(path, adapter_config, torch.float32)
+        _save_atomically(model, tokenizer, target)
+    return str(target)
 
 
 def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") -> LoadedModel:

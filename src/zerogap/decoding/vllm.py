@@ -1,0 +1,215 @@
+"""RailCap and LNE-blocking as vLLM logits processors (V1 interface), driven per request.
+
+vLLM users need nothing else from zerogap: with zerogap installed, vLLM finds both classes
+through the ``vllm.logits_processors`` entry point (or pass them as
+``LLM(..., logits_processors=[RailCapProcessor])``), and a request opts in through
+``SamplingParams.extra_args``; every other request in the batch is left untouched:
+
+* ``extra_args={"railcap": {"trajectory": [token ids], "n": 4, "mode": "cap"}}``: RailCap
+  (arXiv 2608.07341, §4) against the question's greedy trajectory (generated token ids only);
+  ``n`` and ``mode`` default to 4 and ``"cap"``. Sample at the paper's tau with
+  ``temperature=0.7``.
+* ``extra_args={"lne_blocking": {"count": k}}``: ban the argmax at the first ``k`` generated
+  positions (LNE-blocking; ``zerogap.decoding.blocking.blocking_counts`` gives ``k``).
+
+With ``n = m`` in ``SamplingParams`` each of the m child requests carries the same arguments.
+
+Both reuse the pure-torch batched cores (:func:`~zerogap.decoding.railcap.railcap_apply`,
+:func:`~zerogap.decoding.blocking.block_argmax`): ``apply`` makes a few batched tensor calls per
+group of rows sharing the same settings, never a Python loop over rows. Rows joining, leaving and
+moving inside vLLM's persistent batch arrive through ``update_state``'s ``BatchUpdate``
+(processed in vLLM's order: removed, added, moved); each step there reads the last ``n``
+generated tokens of the rows that opted in from vLLM's by-reference output lists.
+
+This is vLLM's V1 ``LogitsProcessor`` interface, the one the V1 model runner loads. vLLM 0.32's
+Model Runner V2 rejects V1 classes; it is chosen only where Triton is available (not on CPU
+builds), and ``VLLM_USE_V2_MODEL_RUNNER=0`` forces V1 on GPUs (zerogap's vLLM backend sets it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from vllm import SamplingParams
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+
+from zerogap.decoding.blocking import block_argmax
+from zerogap.decoding.railcap import MODES, pad_trajectories, railcap_apply
+
+RAILCAP_KEY = "railcap"
+BLOCKING_KEY = "lne_blocking"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _arguments(params: SamplingParams, key: str) -> dict | None:
+    extra = params.extra_args or {}
+    if key not in extra:
+        return None
+    args = extra[key]
+    if not isinstance(args, dict):
+        raise ValueError(f"extra_args[{key!r}] must be a dict, got {type(args).__name__}")
+    return args
+
+
+def railcap_settings(params: SamplingParams) -> tuple[list[int], int, str] | None:
+    """``(trajectory, n, mode)`` a request asks for, or None; ``ValueError`` naming the field."""
+    args = _arguments(params, RAILCAP_KEY)
+    if args is None:
+        return None
+    unknown = sorted(set(args) - {"trajectory", "n", "mode"})
+    if unknown:
+        raise ValueError(f"extra_args['railcap'] has unknown keys {unknown}; "
+                         "known: trajectory, n, mode")
+    trajectory = args.get("trajectory")
+    if not isinstance(trajectory, list) or not all(_is_int(t) and t >= 0 for t in trajectory):
+        raise ValueError("extra_args['railcap']['trajectory'] must be a list of token ids")
+    n, mode = args.get("n", 4), args.get("mode", "cap")
+    if not _is_int(n) or n < 1:
+        raise ValueError(f"extra_args['railcap']['n'] must be an integer >= 1, got {n!r}")
+    if mode not in MODES:
+        raise ValueError(f"extra_args['railcap']['mode'] must be one of {MODES}, got {mode!r}")
+    return trajectory, n, mode
+
+
+def blocking_settings(params: SamplingParams) -> int | None:
+    """The blocking count a request asks for, or None; ``ValueError`` naming the field."""
+    args = _arguments(params, BLOCKING_KEY)
+    if args is None:
+        return None
+    count = args.get("count")
+    if set(args) != {"count"} or not _is_int(count) or count < 0:
+        raise ValueError("extra_args['lne_blocking'] must be {'count': integer >= 0}, "
+                         f"got {args!r}")
+    return count
+
+
+@dataclass
+class _Row:
+    """One opted-in request: its settings and vLLM's live list of its generated tokens."""
+
+    settings: Any
+    output: list[int]
+
+
+class _PerRequestProcessor(LogitsProcessor):
+    """Keeps ``{batch index: _Row}`` for the requests that opted in, following vLLM's batch."""
+
+    settings_of: Callable[[SamplingParams], Any]
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
+        self.device = device
+        self.rows: dict[int, _Row] = {}
+        self.changed = False
+
+    @classmethod
+    def validate_params(cls, sampling_params: SamplingParams) -> None:
+        cls.settings_of(sampling_params)
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # both change which token is the argmax
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is not None:
+            self._follow(batch_update)
+        if self.rows:
+            self.prepare_step()
+
+    def _follow(self, update: BatchUpdate) -> None:
+        for index in update.removed:
+            self.changed |= self.rows.pop(index, None) is not None
+        for index, params, _prompt, output in update.added:
+            settings = type(self).settings_of(params)
+            if settings is None:
+                self.changed |= self.rows.pop(index, None) is not None
+            else:
+                self.rows[index] = _Row(settings, output)
+                self.changed = True
+        for a, b, direction in update.moved:
+            row_a, row_b = self.rows.pop(a, None), self.rows.pop(b, None)
+            if row_a is not None:
+                self.rows[b] = row_a
+            if direction == MoveDirectionality.SWAP and row_b is not None:
+                self.rows[a] = row_b
+            self.changed |= row_a is not None or row_b is not None
+
+    def prepare_step(self) -> None:
+        """Build this step's tensors from ``self.rows`` (reset ``self.changed`` when rebuilt)."""
+        raise NotImplementedError
+
+
+class RailCapProcessor(_PerRequestProcessor):
+    """RailCap for requests whose ``extra_args`` hold ``"railcap"`` (see the module docstring)."""
+
+    settings_of = staticmethod(railcap_settings)
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
+        super().__init__(vllm_config, device, is_pin_memory)
+        # (n, mode) -> (batch indices (A,), trajectories (A, L), their lengths (A,))
+        self.batches: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.recent: dict[tuple[int, str], torch.Tensor] = {}  # (n, mode) -> (A, n) long
+
+    def prepare_step(self) -> None:
+        groups: dict[tuple[int, str], list[int]] = {}  # rows sharing (n, mode): one core call
+        for index in sorted(self.rows):
+            _, n, mode = self.rows[index].settings
+            groups.setdefault((n, mode), []).append(index)
+        if self.changed:
+            self.batches = {}
+            for key, indices in groups.items():
+                trajectory, lengths = pad_trajectories(
+                    [self.rows[i].settings[0] for i in indices], self.device
+                )
+                index = torch.tensor(indices, dtype=torch.long, device=self.device)
+                self.batches[key] = (index, trajectory, lengths)
+            self.changed = False
+        # The last n generated tokens, -1 where a row has fewer (such rows never match).
+        self.recent = {
+            (n, mode): torch.tensor(
+                [([-1] * n + self.rows[i].output[-n:])[-n:] for i in indices],
+                dtype=torch.long, device=self.device,
+            )
+            for (n, mode), indices in groups.items()
+        }
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self.rows:
+            return logits
+        for (n, mode), (index, trajectory, lengths) in self.batches.items():
+            rows = logits.index_select(0, index)  # (A, V)
+            railcap_apply(rows, self.recent[(n, mode)], trajectory, lengths, mode=mode)
+            logits.index_copy_(0, index, rows)
+        return logits
+
+
+class LNEBlockingProcessor(_PerRequestProcessor):
+    """LNE-blocking for requests whose ``extra_args`` hold ``"lne_blocking"``."""
+
+    settings_of = staticmethod(blocking_settings)
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
+        super().__init__(vllm_config, device, is_pin_memory)
+        self.index = self.counts = self.lengths = None
+
+    def prepare_step(self) -> None:
+        indices = sorted(self.rows)
+        if self.changed:
+            self.index = torch.tensor(indices, dtype=torch.long, device=self.device)
+            self.counts = torch.tensor([self.rows[i].settings for i in indices],
+                                       dtype=torch.long, device=self.device)
+            self.changed = False
+        self.lengths = torch.tensor([len(self.rows[i].output) for i in indices],
+                                    dtype=torch.long, device=self.device)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self.rows:
+            return logits
+        rows = logits.index_select(0, self.index)  # (A, V)
+        block_argmax(rows, self.lengths, self.counts)
+        logits.index_copy_(0, self.index, rows)
+        return logits
