@@ -9,7 +9,9 @@ from transformers import PreTrainedTokenizerFast
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
+from zerogap.errors import UserError
 from zerogap.patching import NeuronPatch, save_neurons
+from zerogap.readout import READOUTS, question_counts, readout_of
 from zerogap.strategies import (
     get_strategy,
     parse_overrides,
@@ -29,7 +31,7 @@ def word_tokenizer():
 
 def test_registry_holds_the_papers_strategies():
     assert strategy_names() == [
-        "identity", "railcap", "railcap-ban", "ted", "lne-blocking", "shortcut", "all-zero"
+        "all-zero", "identity", "lne-blocking", "railcap", "railcap-ban", "shortcut", "ted"
     ]
     assert get_strategy("railcap-ban").config.mode == "ban"
     assert get_strategy("railcap-ban", {"mode": "cap"}).config.mode == "cap"
@@ -42,11 +44,13 @@ def test_parse_overrides_types_and_errors():
         "n": 2, "mode": "ban", "temperature": 1.0
     }
     assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
-    with pytest.raises(ValueError, match="n of strategy railcap must be of type int"):
+    with pytest.raises(UserError, match="strategy railcap: n must be an integer, got 'four'"):
         parse_overrides("railcap", ["n=four"])
-    with pytest.raises(ValueError, match="has no such setting; known: mode, n, temperature"):
+    with pytest.raises(UserError, match="has no option 'tau'; known: mode, n, temperature"):
         parse_overrides("railcap", ["tau=1"])
-    with pytest.raises(ValueError, match="expected key=value"):
+    with pytest.raises(UserError, match="railcap: mode must be one of 'cap', 'ban', got 'clip'"):
+        parse_overrides("railcap", ["mode=clip"])
+    with pytest.raises(ValueError, match="expects KEY=VALUE"):
         parse_overrides("railcap", ["n"])
     with pytest.raises(ValueError, match="given twice"):
         parse_overrides("railcap", ["n=2", "n=3"])
@@ -54,8 +58,8 @@ def test_parse_overrides_types_and_errors():
         parse_overrides("all-zero", ["x=1"])
     with pytest.raises(ValueError, match="unknown strategy 'railcop'"):
         parse_overrides("railcop", [])
-    with pytest.raises(ValueError, match="RailCapConfig.mode"):
-        get_strategy("railcap", parse_overrides("railcap", ["mode=clip"]))
+    with pytest.raises(UserError, match="RailCapConfig.mode must be one of 'cap', 'ban'"):
+        get_strategy("railcap", {"mode": "clip"})
 
 
 def test_record_round_trips_through_json():
@@ -111,12 +115,11 @@ def test_ted_stats_and_counts_with_a_real_tokenizer():
     texts = ["a b c d e f", "a b c d e g", "h h h h", "h h h h", " g g g g g"]
     stats = ted.sample_stats(" a b c d e f ", texts, word_tokenizer())
     assert [s["ted_kept"] for s in stats] == [False, False, True, False, True]
-    assert ted.counts([True, True, True, True, False], stats) == (1, 2)
-    assert ted.counts([True, False], [{"ted_kept": False}] * 2) == (0, 2)
-    with pytest.raises(ValueError, match="ted_kept"):
-        ted.counts([True], [{}])
+    assert question_counts(ted.readout, [True, True, True, True, False], stats) == (1, 2)
 
 
-def test_identity_and_all_zero_counts():
-    assert get_strategy("identity").counts([True, False, True], [{}] * 3) == (2, 3)
-    assert get_strategy("all-zero").counts([True, True], [{}] * 2) == (0, 2)
+def test_every_strategy_declares_a_readout_that_older_stores_imply():
+    for name in strategy_names():
+        kind = get_strategy(name).readout
+        assert kind in READOUTS
+        assert readout_of({"strategy": name}) == kind

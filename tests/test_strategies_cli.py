@@ -38,7 +38,7 @@ if Items.name not in task_names():
 
 
 def main(argv):
-    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.run_cli",)
+    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.cli.run",)
     try:
         return cli.main(argv)
     finally:

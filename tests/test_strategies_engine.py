@@ -9,7 +9,8 @@ from zerogap.decoding.blocking import entropy
 from zerogap.engine import greedy, sample
 from zerogap.models import LoadedModel, weight_fingerprint
 from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
-from zerogap.runs import SampleSettings, run_counts, run_sample
+from zerogap.readout import run_counts
+from zerogap.runs import SampleSettings, run_sample
 from zerogap.store import GreedyRow, RunStore
 from zerogap.strategies import get_strategy
 from zerogap.tasks.base import Grade, Question, Task

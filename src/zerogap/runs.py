@@ -10,36 +10,31 @@ the samples an uninterrupted run would have stored.
 Strategies (:mod:`zerogap.strategies`) plug in through :func:`strategy_hooks`: a validated
 strategy gets what it needs prepared (greedy decodes, reused from a store; a patch source) and
 yields the engine's ``intervention`` and ``patch``; its per-sample statistics land in each
-sample's ``stats``, and :func:`run_counts` applies its readout.
+sample's ``stats``, and its readout kind, recorded with the run, is what
+:func:`zerogap.readout.run_counts` applies.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import platform
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from zerogap import engine
+from zerogap.config import JsonConfig, require_int, require_positive
+from zerogap.errors import StoreError, UserError
 from zerogap.models import LoadedModel
+from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import (
-    Hooks,
-    Strategy,
-    get_strategy,
-    setting_names,
-    strategy_from_record,
-    strategy_names,
-)
+from zerogap.strategies import Hooks, Strategy, get_strategy, setting_names
 from zerogap.tasks.base import Question, Task
 
 
 @dataclass(frozen=True)
-class SampleSettings:
+class SampleSettings(JsonConfig):
     """What a sampling run draws; every field is part of the run's identity.
 
-    Raises ``ValueError`` naming the bad value on construction.
+    Raises :class:`~zerogap.errors.UserError` naming the bad value on construction.
     """
 
     m: int = 50
@@ -50,28 +45,16 @@ class SampleSettings:
     top_p: float | None = None
 
     def __post_init__(self):
-        if self.m < 1:
-            raise ValueError(f"m must be at least 1, got {self.m}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def check_strategy(name: str) -> None:
-    """Raise ``ValueError`` listing the known strategies if ``name`` is not one of them."""
-    strategy_names_known = strategy_names()
-    if name not in strategy_names_known:
-        raise ValueError(
-            f"unknown strategy {name!r}; known strategies: {', '.join(strategy_names_known)}"
-        )
+        require_int("SampleSettings", "m", self.m, 1)
+        require_positive("SampleSettings", "temperature", self.temperature)
+        require_int("SampleSettings", "max_new_tokens", self.max_new_tokens, 1)
+        require_int("SampleSettings", "seed", self.seed, 0)
+        if self.top_k is not None:
+            require_int("SampleSettings", "top_k", self.top_k, 1)
+        if self.top_p is not None and not (
+            isinstance(self.top_p, int | float) and 0 < self.top_p <= 1
+        ):
+            raise UserError(f"SampleSettings.top_p must be in (0, 1], got {self.top_p!r}")
 
 
 def build_strategy(name: str, options: dict | None, temperature: float | None) -> Strategy:
@@ -80,11 +63,10 @@ def build_strategy(name: str, options: dict | None, temperature: float | None) -
     A strategy that samples has one temperature: given both in ``options`` and as the run's
     temperature, they must agree.
     """
-    check_strategy(name)
     options = dict(options or {})
     takes_temperature = temperature is not None and "temperature" in setting_names(name)
     if takes_temperature and options.setdefault("temperature", temperature) != temperature:
-        raise ValueError(
+        raise UserError(
             f"two temperatures for strategy {name}: {options['temperature']} (its setting) "
             f"and {temperature} (the run's); give one"
         )
@@ -111,7 +93,7 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
         rows = [stored[q.id] for q in questions]
         missing = [r.question_id for r in rows if r.entropies is None]
         if strategy.needs_entropy and missing:
-            raise ValueError(
+            raise StoreError(
                 f"strategy {strategy.name} needs greedy entropies, but the stored greedy decode "
                 f"of {missing[0]} (and {len(missing) - 1} more) has none"
             )
@@ -126,17 +108,6 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
         m=m, device=loaded.model.device, base_model=base,
     )
     return hooks, rows
-
-
-def package_versions() -> dict[str, str]:
-    """Versions recorded with every run (not compared on resume)."""
-    out = {"python": platform.python_version()}
-    for name in ("zerogap", "torch", "transformers", "peft"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
 
 
 def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
@@ -170,6 +141,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     store.check_config({
         **_base_fields(loaded, task, split), **settings.to_dict(),
         "strategy": strategy, "strategy_config": chosen.config.to_dict(),
+        "readout": chosen.readout,
     })
     done = store.completed_questions()
     todo = [q for q in questions if q.id not in done]
@@ -218,7 +190,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     """
     chosen = build_strategy(strategy, strategy_options, None)
     if chosen.needs_greedy or not chosen.samples_model:
-        raise ValueError(f"strategy {strategy!r} does not apply to greedy decodes")
+        raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
     store.check_config({
         **_base_fields(loaded, task, split), "greedy_max_new_tokens": max_new_tokens,
         "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
@@ -230,7 +202,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
                               max_new_tokens=max_new_tokens)
     if hooks.intervention is not None:
-        raise ValueError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
+        raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
     def write(i: int, g: engine.Generation) -> None:
         q = todo[i]
@@ -244,24 +216,3 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         max_batch=max_batch, progress=progress, on_question=write,
     )
     return len(todo)
-
-
-def run_counts(store: RunStore) -> list[dict[str, Any]]:
-    """Per-question ``{"id", "correct", "samples", "first"}`` under the run's strategy readout.
-
-    ``correct / samples`` is the readout (TED: correct kept / kept, ``(0, m)`` when nothing is
-    kept; All-Zero: 0); ``first`` grades sample 0, the one-draw readout G-AP uses. This is
-    ``zerogap score``'s counts format.
-    """
-    config = store.config()
-    chosen = strategy_from_record(config.get("strategy", "identity"),
-                                  config.get("strategy_config", {}))
-    grouped: dict[str, list[SampleRow]] = {}
-    for row in store.samples():
-        grouped.setdefault(row.question_id, []).append(row)
-    out = []
-    for qid, rows in grouped.items():
-        correct, samples = chosen.counts([r.correct for r in rows], [r.stats for r in rows])
-        first = int(rows[0].correct) if chosen.samples_model else 0
-        out.append({"id": qid, "correct": correct, "samples": samples, "first": first})
-    return out

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig, require_int, require_positive
 
 
 @dataclass(frozen=True)

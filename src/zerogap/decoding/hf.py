@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from transformers import LogitsProcessor
 
-from zerogap.configbase import require_int
+from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
 from zerogap.decoding.railcap import RailCapConfig, pad_trajectories, railcap_apply
 

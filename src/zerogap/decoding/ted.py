@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig, require_int, require_positive
+from zerogap.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class TEDConfig(JsonConfig):
         require_int("TEDConfig", "tau", self.tau, 0)
         require_int("TEDConfig", "max_tokens", self.max_tokens, 1)
         if not isinstance(self.dedup, bool):
-            raise ValueError(f"TEDConfig.dedup must be true or false, got {self.dedup!r}")
+            raise UserError(f"TEDConfig.dedup must be true or false, got {self.dedup!r}")
         require_positive("TEDConfig", "temperature", self.temperature)
 
 
