@@ -3,7 +3,8 @@
 Given a clean run and one or more mitigated runs (per-question counts on the same questions),
 :func:`score` computes every restoration metric of arXiv 2608.07341 (§3: G-AP, G-APP, A-PPG,
 Δ+/Δ-, SA-PPG and its S-Δ+/S-Δ- split), bootstrap confidence intervals, the finite-sample noise
-floor, the best strategy by SA-PPG and paired comparisons against it, and returns them as a
+floor, the best strategy by SA-PPG and paired comparisons against it (and, with the two-level
+bootstrap, where a rerun on the same questions would read), and returns them as a
 :class:`Scorecard` whose :meth:`Scorecard.to_dict` is the JSON ``zerogap score --json`` writes.
 Rendering a table is the command line's job. Torch-free.
 
@@ -37,11 +38,13 @@ from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, RunStore
 from zerogap.uncertainty import (
     BootstrapGaps,
+    Interval,
     NoiseFloor,
     PairedComparison,
     bootstrap_gaps,
     compare,
     noise_floor,
+    rerun_interval,
 )
 
 
@@ -89,6 +92,7 @@ class Scorecard:
     floor: NoiseFloor
     best: str
     comparisons: tuple[PairedComparison, ...]
+    reruns: dict[str, dict[str, Interval]] = field(default_factory=dict)
 
     @property
     def with_ci(self) -> bool:
@@ -112,6 +116,8 @@ class Scorecard:
                 ci = self.boot.interval(name, m)
                 entry[m] = ci.to_dict() if self.with_ci else {"estimate": ci.estimate}
             entry["restored_up_to_noise"] = self.restored(name)
+            if name in self.reruns:
+                entry["rerun"] = {m: ci.to_dict() for m, ci in self.reruns[name].items()}
             strategies[name] = entry
         return {
             "zerogap_version": __version__,
@@ -203,4 +209,14 @@ def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings)
         for name in names
         if name != best and settings.bootstrap > 0
     )
-    return Scorecard(settings, clean, tuple(runs), boot, draw_note, floor, best, comparisons)
+    reruns = {}
+    if settings.within_questions:  # sampling noise matters here: say where a rerun would read
+        reruns = {
+            run.name: rerun_interval(c.correct, c.samples, run.counts.correct,
+                                     run.counts.samples, bins=settings.bins,
+                                     n_sim=max(settings.noise_sims, 2), level=settings.level,
+                                     seed=settings.seed)
+            for run in runs
+        }
+    return Scorecard(settings, clean, tuple(runs), boot, draw_note, floor, best, comparisons,
+                     reruns)

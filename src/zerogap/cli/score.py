@@ -139,6 +139,14 @@ def render_table(card: Scorecard) -> str:
             else f"not restored ({est.sa_ppg / max(floor.sa_ppg, 1e-12):.1f}x the noise floor)"
         )
         lines.append(f"  {name}: {verdict}")
+    if card.reruns:
+        lines += ["", f"where a rerun on the same questions would read ({boot.level:.0%} "
+                      "prediction intervals;", "the two-level CIs above sit higher and are not "
+                      "these):"]
+        for name, intervals in card.reruns.items():
+            sa, aa = intervals["sa_ppg"], intervals["a_ppg"]
+            lines.append(f"  {name}: SA-PPG [{sa.low:.4f}, {sa.high:.4f}], "
+                         f"A-PPG [{aa.low:.4f}, {aa.high:.4f}]")
     if card.comparisons:
         lines += ["", f"paired differences against the best strategy by SA-PPG ({card.best}):"]
         for c in card.comparisons:
