@@ -209,6 +209,13 @@ class RunStore:
     def _transaction(self):
         return _Transaction(self._con)
 
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """Insert ``rows`` into ``table`` in one transaction (all or none)."""
+        if rows:
+            marks = ", ".join("?" * len(rows[0]))
+            with self._transaction():
+                self._con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
     def close(self) -> None:
         self._con.close()
         if self._lock is not None:
@@ -260,17 +267,11 @@ class RunStore:
 
     def add_samples(self, rows: Iterable[SampleRow]) -> None:
         """Write a batch of samples (whole questions) in one transaction."""
-        with self._transaction():
-            self._con.executemany(
-                "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.question_id, r.sample, r.text, r.n_tokens, r.finish, r.extracted,
-                        int(r.correct), json.dumps(r.stats, sort_keys=True),
-                    )
-                    for r in rows
-                ],
-            )
+        self._insert("samples", [
+            (r.question_id, r.sample, r.text, r.n_tokens, r.finish, r.extracted, int(r.correct),
+             json.dumps(r.stats, sort_keys=True))
+            for r in rows
+        ])
 
     def samples(self) -> Iterator[SampleRow]:
         """All samples, questions in the order they were stored, samples in index order."""
@@ -292,17 +293,11 @@ class RunStore:
 
     def add_greedy(self, rows: Iterable[GreedyRow]) -> None:
         """Write a batch of greedy decodes in one transaction."""
-        with self._transaction():
-            self._con.executemany(
-                "INSERT INTO greedy VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.question_id, json.dumps(r.token_ids), r.text, r.finish, r.extracted,
-                        int(r.correct), None if r.entropies is None else json.dumps(r.entropies),
-                    )
-                    for r in rows
-                ],
-            )
+        self._insert("greedy", [
+            (r.question_id, json.dumps(r.token_ids), r.text, r.finish, r.extracted,
+             int(r.correct), None if r.entropies is None else json.dumps(r.entropies))
+            for r in rows
+        ])
 
     def greedy(self) -> dict[str, GreedyRow]:
         """Greedy decodes by question id, in stored order."""

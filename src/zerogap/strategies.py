@@ -80,7 +80,7 @@ class Strategy:
         The readout kind (:data:`zerogap.readout.READOUTS`) recorded with its runs.
     """
 
-    config_class: ClassVar[type] = SamplingConfig
+    config_class: ClassVar[type[Any]] = SamplingConfig
     needs_greedy: ClassVar[bool] = False
     needs_entropy: ClassVar[bool] = False
     samples_model: ClassVar[bool] = True
@@ -88,7 +88,7 @@ class Strategy:
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
-        self.config = config
+        self.config: Any = config  # an instance of the subclass's config_class
 
     @property
     def base_spec(self) -> str:

@@ -526,12 +526,12 @@ def noise_floor(
         stratum = strata(r1.ravel(), bins=bins).reshape(r1.shape)
         sa.append(_stratified_means(stratum, gap, bins))
         aa.append(gap.mean(axis=1))
-    sa, aa = np.concatenate(sa), np.concatenate(aa)
+    sa_all, aa_all = np.concatenate(sa), np.concatenate(aa)
     return NoiseFloor(
-        sa_ppg=float(sa.mean()),
-        sa_ppg_upper=float(np.quantile(sa, quantile)),
-        a_ppg=float(aa.mean()),
-        a_ppg_upper=float(np.quantile(aa, quantile)),
+        sa_ppg=float(sa_all.mean()),
+        sa_ppg_upper=float(np.quantile(sa_all, quantile)),
+        a_ppg=float(aa_all.mean()),
+        a_ppg_upper=float(np.quantile(aa_all, quantile)),
         quantile=float(quantile),
         n_sim=int(n_sim),
         samples=None if other_samples is None else int(other_samples),

@@ -165,8 +165,9 @@ def load_input(name: str, path: str | Path) -> ScoredRun:
 
 def _draws(clean: QuestionCounts, runs: list[QuestionCounts], seed: int):
     """Single 0/1 readouts for G-AP: each input's first sample, or a seeded draw from its counts."""
-    if clean.first is not None and all(run.first is not None for run in runs):
-        return clean.first, np.stack([run.first for run in runs]), "first sample"
+    firsts = [run.first for run in runs if run.first is not None]
+    if clean.first is not None and len(firsts) == len(runs):
+        return clean.first, np.stack(firsts), "first sample"
     rng = np.random.default_rng([seed, 1])
     draw_clean = single_draw(clean.correct, clean.samples, seed=rng)
     draw_mit = np.stack([single_draw(run.correct, run.samples, seed=rng) for run in runs])
