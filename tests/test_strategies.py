@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerFast
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
-from zerogap.errors import UserError
+from zerogap.errors import DataError, UserError
 from zerogap.patching import NeuronPatch, save_neurons
 from zerogap.readout import READOUTS, question_counts, readout_of
 from zerogap.strategies import (
@@ -35,18 +35,16 @@ def test_registry_holds_the_papers_strategies():
     ]
     assert get_strategy("railcap-ban").config.mode == "ban"
     assert get_strategy("railcap-ban", {"mode": "cap"}).config.mode == "cap"
-    assert get_strategy("identity").temperature == 0.7
-    assert get_strategy("all-zero").temperature is None
+    assert get_strategy("identity").config.to_dict() == {}  # tau is the run's SamplingSpec
+    assert get_strategy("railcap").requires == ("logits",)
 
 
 def test_parse_overrides_types_and_errors():
-    assert parse_overrides("railcap", ["n=2", "mode=ban", "temperature=1"]) == {
-        "n": 2, "mode": "ban", "temperature": 1.0
-    }
+    assert parse_overrides("railcap", ["n=2", "mode=ban"]) == {"n": 2, "mode": "ban"}
     assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
     with pytest.raises(UserError, match="strategy railcap: n must be an integer, got 'four'"):
         parse_overrides("railcap", ["n=four"])
-    with pytest.raises(UserError, match="has no option 'tau'; known: mode, n, temperature"):
+    with pytest.raises(UserError, match="has no option 'tau'; known: mode, n"):
         parse_overrides("railcap", ["tau=1"])
     with pytest.raises(UserError, match="railcap: mode must be one of 'cap', 'ban', got 'clip'"):
         parse_overrides("railcap", ["mode=clip"])
@@ -67,7 +65,7 @@ def test_record_round_trips_through_json():
     back = strategy_from_record("lne-blocking", json.loads(s.config.to_json()))
     assert back.name == "lne-blocking" and back.config == s.config
     assert setting_names("shortcut") == [
-        "base", "neurons", "temperature", "top_k"
+        "base", "neurons", "top_k"
     ]
 
 
@@ -97,7 +95,7 @@ def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
     path = tmp_path / "n.json"
     with pytest.raises(ValueError, match="base=MODEL"):
         get_strategy("shortcut", {"neurons": str(path)}).check_inputs()
-    with pytest.raises(FileNotFoundError, match="n.json"):
+    with pytest.raises(DataError, match="n.json: no such file"):
         get_strategy("shortcut", {"neurons": str(path), "base": "embedded"}).check_inputs()
     save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
     s = get_strategy("shortcut", {"neurons": str(path), "base": "embedded"})
@@ -123,3 +121,13 @@ def test_every_strategy_declares_a_readout_that_older_stores_imply():
         kind = get_strategy(name).readout
         assert kind in READOUTS
         assert readout_of({"strategy": name}) == kind
+
+
+def test_a_strategy_the_backend_cannot_run_is_refused_up_front():
+    from zerogap.engine.base import Capabilities
+    from zerogap.runs import build_strategy
+
+    no_logits = Capabilities(logits=False, patching=True, entropies=True)
+    with pytest.raises(UserError, match="strategy lne-blocking needs logits support"):
+        build_strategy("lne-blocking", {}, no_logits)
+    assert build_strategy("ted", {}, no_logits).readout == "ted-kept"

@@ -102,10 +102,8 @@ def weight_fingerprint(model) -> str:
 def _gguf_cache_key(path: Path) -> str:
     # Keyed on the file's content, not its path: every virtualenv holds its own copy of the
     # embedded GGUF, and all of them should share one converted folder (538 MB each).
-    digest = hashlib.blake2b(digest_size=8)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
+        digest = hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=8))
     return f"gguf-{path.stem}-{digest.hexdigest()}"
 
 

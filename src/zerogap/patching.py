@@ -43,8 +43,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from zerogap.config import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig, require_int
 from zerogap.errors import DataError, UserError
+from zerogap.io.files import atomic_write, read_text
 
 REFERENCE_TOP_K = 4000
 REFERENCE_NEURONS = 31 * 11008  # ranked neurons of LLaMA2-7B, where K = 4000 was read off
@@ -61,7 +62,6 @@ class ShortcutConfig(JsonConfig):
     neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
     base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
     top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
 
     def __post_init__(self) -> None:
         for name in ("neurons", "base"):
@@ -69,7 +69,6 @@ class ShortcutConfig(JsonConfig):
             if not isinstance(value, str):
                 raise UserError(f"ShortcutConfig.{name} must be a string, got {value!r}")
         require_int("ShortcutConfig", "top_k", self.top_k, 0)
-        require_positive("ShortcutConfig", "temperature", self.temperature)
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
@@ -229,13 +228,14 @@ def rank_neurons(scores: Tensor, k: int) -> list[Neuron]:
 def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> None:
     """Write a neuron list with its provenance (models, data, scores' settings) as JSON."""
     record = {"format": NEURONS_FORMAT, "neurons": [list(n) for n in neurons], "meta": meta}
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(record, indent=1) + "\n")
 
 
 def load_neurons(path: str | Path) -> tuple[list[Neuron], dict]:
     """Read a list written by :func:`save_neurons`; ``ValueError`` naming the file if malformed."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: not a JSON neuron list ({err})") from None
     if not isinstance(record, dict) or record.get("format") != NEURONS_FORMAT:

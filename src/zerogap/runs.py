@@ -17,60 +17,32 @@ sample's ``stats``, and its readout kind, recorded with the run, is what
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from zerogap import engine
-from zerogap.config import JsonConfig, require_int, require_positive
+from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.hf import HFBackend
 from zerogap.errors import StoreError, UserError
 from zerogap.models import LoadedModel
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import Hooks, Strategy, get_strategy, setting_names
+from zerogap.strategies import Hooks, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 
 
-@dataclass(frozen=True)
-class SampleSettings(JsonConfig):
-    """What a sampling run draws; every field is part of the run's identity.
+def build_strategy(name: str, options: dict | None,
+                   capabilities: Capabilities | None = None) -> Strategy:
+    """The validated strategy ``name`` with ``options``, its inputs checked.
 
-    Raises :class:`~zerogap.errors.UserError` naming the bad value on construction.
+    With ``capabilities`` (the backend's), a strategy needing one the backend lacks is refused
+    with a :class:`~zerogap.errors.UserError` naming both; all before any model loads.
     """
-
-    m: int = 50
-    temperature: float = 0.7
-    max_new_tokens: int = 256
-    seed: int = 0
-    top_k: int | None = None
-    top_p: float | None = None
-
-    def __post_init__(self):
-        require_int("SampleSettings", "m", self.m, 1)
-        require_positive("SampleSettings", "temperature", self.temperature)
-        require_int("SampleSettings", "max_new_tokens", self.max_new_tokens, 1)
-        require_int("SampleSettings", "seed", self.seed, 0)
-        if self.top_k is not None:
-            require_int("SampleSettings", "top_k", self.top_k, 1)
-        if self.top_p is not None and not (
-            isinstance(self.top_p, int | float) and 0 < self.top_p <= 1
-        ):
-            raise UserError(f"SampleSettings.top_p must be in (0, 1], got {self.top_p!r}")
-
-
-def build_strategy(name: str, options: dict | None, temperature: float | None) -> Strategy:
-    """The validated strategy ``name`` with ``options``; ``temperature`` (the run's) fills its tau.
-
-    A strategy that samples has one temperature: given both in ``options`` and as the run's
-    temperature, they must agree.
-    """
-    options = dict(options or {})
-    takes_temperature = temperature is not None and "temperature" in setting_names(name)
-    if takes_temperature and options.setdefault("temperature", temperature) != temperature:
-        raise UserError(
-            f"two temperatures for strategy {name}: {options['temperature']} (its setting) "
-            f"and {temperature} (the run's); give one"
-        )
-    strategy = get_strategy(name, options)
+    strategy = get_strategy(name, options or {})
+    missing = [] if capabilities is None else capabilities.missing(strategy.requires)
+    if missing:
+        raise UserError(f"strategy {name} needs {', '.join(missing)} support, which this "
+                        "backend lacks")
     strategy.check_inputs()
     return strategy
 
@@ -110,8 +82,11 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
     return hooks, rows
 
 
-def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
+def _base_fields(loaded: LoadedModel, backend: HFBackend, task: Task, split: str
+                 ) -> dict[str, Any]:
     return {
+        "backend": backend.name,
+        "noise": backend.noise,
         "model": loaded.spec,
         "model_fingerprint": loaded.fingerprint,
         "task": task.name,
@@ -122,24 +97,28 @@ def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
 
 
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               settings: SampleSettings, *, split: str, strategy: str = "identity",
+               spec: SamplingSpec, *, split: str, strategy: str = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
                max_batch: int | None = None, progress: bool = False) -> int:
-    """Sample ``settings.m`` responses for every question not yet in ``store``; grade and store.
+    """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
 
-    ``strategy_options`` override the strategy's settings; its temperature is the run's
-    (``settings.temperature``). Greedy decodes a strategy needs are read from (and, when
-    missing, decoded into) ``greedy_store``, by default ``store`` itself. All-Zero samples
-    nothing: it stores ``m`` empty, incorrect responses per question with ``finish="synthetic"``.
+    ``spec`` holds every sampling setting (a spec without stop strings takes the task's);
+    ``strategy_options`` override the strategy's own settings. Greedy decodes a strategy needs
+    are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
+    itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
+    with ``finish="synthetic"``. The store records the backend and its noise scheme, so a
+    resume by another backend is refused.
 
     Returns
     -------
     int
         Number of questions sampled by this call (0 when the run was already complete).
     """
-    chosen = build_strategy(strategy, strategy_options, settings.temperature)
+    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
+    spec = spec if spec.stop else replace(spec, stop=task.stop)
     store.check_config({
-        **_base_fields(loaded, task, split), **settings.to_dict(),
+        **_base_fields(loaded, backend, task, split), **spec.to_dict(),
         "strategy": strategy, "strategy_config": chosen.config.to_dict(),
         "readout": chosen.readout,
     })
@@ -150,11 +129,11 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     if not chosen.samples_model:
         for q in todo:
             store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
-                               for s in range(settings.m)])
+                               for s in range(spec.m)])
         return len(todo)
     hooks, greedy_rows = strategy_hooks(
-        chosen, loaded, task, todo, greedy_store or store, split=split, m=settings.m,
-        max_new_tokens=settings.max_new_tokens, max_batch=max_batch, progress=progress,
+        chosen, loaded, task, todo, greedy_store or store, split=split, m=spec.m,
+        max_new_tokens=spec.max_new_tokens, max_batch=max_batch, progress=progress,
     )
 
     def write(i: int, generations: list[engine.Generation]) -> None:
@@ -168,13 +147,9 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
                                   grade.correct, {**g.stats, **more}))
         store.add_samples(rows)
 
-    engine.sample(
-        loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo], m=settings.m,
-        temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
-        question_ids=[q.id for q in todo], seed=settings.seed, stop=task.stop,
-        intervention=hooks.intervention, patch=hooks.patch, top_k=settings.top_k,
-        top_p=settings.top_p, max_batch=max_batch, progress=progress, on_question=write,
-    )
+    backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
+                   intervention=hooks.intervention, patch=hooks.patch, progress=progress,
+                   on_question=write)
     return len(todo)
 
 
@@ -188,11 +163,12 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
     greedy decode and edit no logits (identity, shortcut) apply. Returns questions decoded.
     """
-    chosen = build_strategy(strategy, strategy_options, None)
+    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     if chosen.needs_greedy or not chosen.samples_model:
         raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
     store.check_config({
-        **_base_fields(loaded, task, split), "greedy_max_new_tokens": max_new_tokens,
+        **_base_fields(loaded, backend, task, split), "greedy_max_new_tokens": max_new_tokens,
         "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
     })
     done = store.completed_greedy()
@@ -210,9 +186,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,
                                     grade.correct, g.entropies)])
 
-    engine.greedy(
-        loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo],
-        max_new_tokens=max_new_tokens, stop=task.stop, return_entropy=True, patch=hooks.patch,
-        max_batch=max_batch, progress=progress, on_question=write,
-    )
+    backend.greedy([task.prompt(q) for q in todo],
+                   SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
+                   entropies=True, patch=hooks.patch, progress=progress, on_question=write)
     return len(todo)

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from zerogap.config import JsonConfig, from_strings, parse_pairs, require_positive
+from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
 from zerogap.decoding.blocking import LNEBlockingConfig
 from zerogap.decoding.railcap import RailCapConfig
 from zerogap.decoding.ted import TEDConfig, ted_keep
@@ -43,18 +43,8 @@ from zerogap.registry import Registry
 
 
 @dataclass(frozen=True)
-class SamplingConfig(JsonConfig):
-    """Plain sampling (Identity)."""
-
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
-
-    def __post_init__(self) -> None:
-        require_positive("SamplingConfig", "temperature", self.temperature)
-
-
-@dataclass(frozen=True)
-class AllZeroConfig(JsonConfig):
-    """The All-Zero reference has no parameters."""
+class NoSettings(JsonConfig):
+    """Identity and All-Zero take no settings (the temperature is the run's SamplingSpec)."""
 
 
 @dataclass(frozen=True)
@@ -78,13 +68,16 @@ class Strategy:
         False for All-Zero, which draws nothing from the model.
     readout : str
         The readout kind (:data:`zerogap.readout.READOUTS`) recorded with its runs.
+    requires : tuple of str
+        Backend capabilities it needs (:class:`zerogap.engine.base.Capabilities` fields).
     """
 
-    config_class: ClassVar[type[Any]] = SamplingConfig
+    config_class: ClassVar[type[Any]] = NoSettings
     needs_greedy: ClassVar[bool] = False
     needs_entropy: ClassVar[bool] = False
     samples_model: ClassVar[bool] = True
     readout: ClassVar[str] = "plain"
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
@@ -94,11 +87,6 @@ class Strategy:
     def base_spec(self) -> str:
         """Model spec of a patch source to load (shortcut only; empty for the others)."""
         return ""
-
-    @property
-    def temperature(self) -> float | None:
-        """Sampling temperature tau (None for All-Zero, which samples nothing)."""
-        return getattr(self.config, "temperature", None)
 
     def check_inputs(self) -> None:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
@@ -129,6 +117,7 @@ class RailCapStrategy(Strategy):
 
     config_class = RailCapConfig
     needs_greedy = True
+    requires = ("logits",)
 
     def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
         from zerogap.decoding.railcap import RailCapHook
@@ -143,6 +132,7 @@ class LNEBlockingStrategy(Strategy):
     config_class = LNEBlockingConfig
     needs_greedy = True
     needs_entropy = True
+    requires = ("logits", "entropies")
 
     def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
         from zerogap.decoding.blocking import LNEBlockingHook, blocking_counts, mean_entropy
@@ -175,6 +165,7 @@ class ShortcutStrategy(Strategy):
     """Shortcut-neuron patching (baselines.md §3) with a saved neuron list and the base model."""
 
     config_class = ShortcutConfig
+    requires = ("patching",)
 
     @property
     def base_spec(self) -> str:
@@ -202,7 +193,7 @@ class ShortcutStrategy(Strategy):
 class AllZeroStrategy(Strategy):
     """All-Zero: the synthetic reference whose readout is 0 for every question."""
 
-    config_class = AllZeroConfig
+    config_class = NoSettings
     samples_model = False
     readout = "zero"
 
@@ -243,6 +234,7 @@ def strategy_class(name: str) -> type[Strategy]:
 def get_strategy(name: str, overrides: Mapping[str, Any] | None = None) -> Strategy:
     """Build strategy ``name`` with its defaults, then ``overrides`` (validated)."""
     cls, preset = _STRATEGIES.get(name)
+    check_names(cls.config_class, overrides or {}, owner=f"strategy {name}", option="--set")
     return cls(name, cls.config_class(**{**preset, **(overrides or {})}))
 
 

@@ -118,7 +118,7 @@ def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
     assert main(["runs", "show", str(run_dir)]) == 0
     shown = capsys.readouterr().out
     assert "questions done     3" in shown and "samples            18" in shown
-    assert "greedy decodes     2" in shown
+    assert "greedy decodes     2" in shown and "backend            \"hf\"" in shown
     # extending the run with a larger limit samples only the new questions
     assert main(_args(tiny_dir, run_dir, "--limit", "4")) == 0
     assert "sampled 1 questions (4 stored" in capsys.readouterr().out
@@ -213,9 +213,9 @@ def test_embedded_model_loads_from_its_cache(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-m", "0"], "SampleSettings.m must be an integer >= 1, got 0"),
-        (["-T", "0"], "SampleSettings.temperature must be a number > 0, got 0.0"),
-        (["--top-p", "1.5"], "SampleSettings.top_p must be in (0, 1], got 1.5"),
+        (["-m", "0"], "SamplingSpec.m must be an integer >= 1, got 0"),
+        (["-T", "0"], "SamplingSpec.temperature must be a number > 0, got 0.0"),
+        (["--top-p", "1.5"], "SamplingSpec.top_p must be in (0, 1], got 1.5"),
         (["--max-batch", "0"], "--max-batch must be at least 1, got 0"),
         (["--task-option", "path=x"], "task toy-arith has no option 'path'; known: n, stop"),
         (["--task-option", "n=two"], "task toy-arith: n must be an integer, got 'two'"),

@@ -47,8 +47,8 @@ def register(subparsers) -> None:
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
     p.add_argument("-m", type=int, default=50, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=None,
-                   help="sampling temperature (default: the strategy's, 0.7)")
+    p.add_argument("-T", "--temperature", type=float, default=0.7,
+                   help="sampling temperature tau (default 0.7, the paper's)")
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --run-dir)")
@@ -77,28 +77,27 @@ def register(subparsers) -> None:
 
 
 def _settings(args):
-    """The run's validated settings; raises before anything is loaded or written."""
-    from zerogap.runs import SampleSettings, build_strategy
+    """The strategy's options and the run's numeric settings, checked before anything loads."""
+    from zerogap.engine.hf import HF_CAPABILITIES
+    from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
     options = parse_overrides(args.strategy, args.settings)
-    settings = None
-    if args.command == "sample":
-        temperature = args.temperature
-        if temperature is None:
-            temperature = options.get("temperature", 0.7)
-        settings = SampleSettings(m=args.m, temperature=temperature,
-                                  max_new_tokens=args.max_new_tokens, seed=args.seed,
-                                  top_k=args.top_k, top_p=args.top_p)
-        build_strategy(args.strategy, options, args.temperature)
-    else:
-        build_strategy(args.strategy, options, None)
-        if args.max_new_tokens < 1:
-            raise UserError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    build_strategy(args.strategy, options, HF_CAPABILITIES)
     for flag, value in (("--limit", args.limit), ("--max-batch", args.max_batch)):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")
-    return options, settings
+    return options
+
+
+def _spec(args, stop):
+    from zerogap.engine.base import SamplingSpec
+
+    if args.command == "sample":
+        return SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
+                            max_new_tokens=args.max_new_tokens, top_k=args.top_k,
+                            top_p=args.top_p, stop=stop)
+    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, stop=stop)
 
 
 def _prepare(args):
@@ -108,8 +107,9 @@ def _prepare(args):
     from zerogap.store import check_store_dir
     from zerogap.tasks import task_from_strings
 
-    options, settings = _settings(args)
+    options = _settings(args)
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
+    spec = _spec(args, task.stop)
     questions = task.questions(args.split)
     if args.limit is not None:
         questions = questions[: args.limit]
@@ -135,16 +135,16 @@ def _prepare(args):
     except BaseException:
         store.close()
         raise
-    return options, settings, task, questions, loaded, store, greedy_store
+    return options, spec, task, questions, loaded, store, greedy_store
 
 
 def _sample(args) -> int:
     from zerogap.runs import run_sample
 
-    options, settings, task, questions, loaded, store, greedy_store = _prepare(args)
+    options, spec, task, questions, loaded, store, greedy_store = _prepare(args)
     with store:
         try:
-            n = run_sample(loaded, task, questions, store, settings, split=args.split,
+            n = run_sample(loaded, task, questions, store, spec, split=args.split,
                            strategy=args.strategy, strategy_options=options,
                            greedy_store=greedy_store, max_batch=args.max_batch,
                            progress=not args.quiet)
@@ -152,7 +152,7 @@ def _sample(args) -> int:
             if greedy_store is not None:
                 greedy_store.close()
         total = len(store.completed_questions())
-    print(f"sampled {n} questions ({total} stored, m={settings.m}) in {args.run_dir}")
+    print(f"sampled {n} questions ({total} stored, m={spec.m}) in {args.run_dir}")
     return 0
 
 
@@ -176,8 +176,8 @@ def _show(args) -> int:
 
     with RunStore(args.run_dir, create=False) as store:
         config, counts, greedy = store.config(), run_counts(store), store.greedy()
-    for key in ("model", "model_fingerprint", "task", "split", "strategy", "m", "temperature",
-                "seed", "max_new_tokens", "top_k", "top_p"):
+    for key in ("backend", "model", "model_fingerprint", "task", "split", "strategy", "m",
+                "temperature", "seed", "max_new_tokens", "top_k", "top_p"):
         if key in config:
             print(f"{key:18} {json.dumps(config[key])}")
     n_samples = sum(c["samples"] for c in counts)

@@ -67,7 +67,7 @@ class RailCapLogitsProcessor(LogitsProcessor):
     trajectories : list of list of int
         Greedy trajectory (generated token ids only) of each prompt in the batch.
     config : RailCapConfig
-        ``n`` and ``mode`` are used here; pass ``temperature=config.temperature`` to ``generate``.
+        ``n`` and ``mode`` are used here; the temperature goes to ``generate`` as usual.
     prompt_length : int
         ``input_ids.shape[1]`` of the (left-padded) batch given to ``generate``.
     num_return_sequences : int

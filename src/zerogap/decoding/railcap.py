@@ -35,7 +35,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from zerogap.config import JsonConfig, check_literals, require_int, require_positive
+from zerogap.config import JsonConfig, check_literals, require_int
 
 Mode = Literal["cap", "ban"]
 MODES = typing.get_args(Mode)
@@ -43,16 +43,14 @@ MODES = typing.get_args(Mode)
 
 @dataclass(frozen=True)
 class RailCapConfig(JsonConfig):
-    """RailCap's parameters (paper defaults: n = 4, cap, tau = 0.7)."""
+    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
 
     n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back"})
     mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
 
     def __post_init__(self) -> None:
         require_int("RailCapConfig", "n", self.n, 1)
         check_literals(self)
-        require_positive("RailCapConfig", "temperature", self.temperature)
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:

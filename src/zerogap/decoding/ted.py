@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
-from zerogap.config import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig, require_int
 from zerogap.errors import UserError
 
 
@@ -30,14 +30,12 @@ class TEDConfig(JsonConfig):
     tau: int = field(default=2, metadata={"help": "drop samples within this many token edits"})
     max_tokens: int = field(default=100, metadata={"help": "greedy prefix length compared"})
     dedup: bool = field(default=True, metadata={"help": "drop exact duplicates of kept samples"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
 
     def __post_init__(self) -> None:
         require_int("TEDConfig", "tau", self.tau, 0)
         require_int("TEDConfig", "max_tokens", self.max_tokens, 1)
         if not isinstance(self.dedup, bool):
             raise UserError(f"TEDConfig.dedup must be true or false, got {self.dedup!r}")
-        require_positive("TEDConfig", "temperature", self.temperature)
 
 
 def ted_keep(
