@@ -1,13 +1,14 @@
 """The one config style: frozen dataclasses that validate themselves, JSON round trips, and
 conversion of command-line strings by each field's declared type.
 
-A config is a frozen dataclass with :class:`JsonConfig` mixed in and a ``__post_init__`` that
-checks its values (with :func:`require_int`, :func:`require_positive`, and ``Literal`` types
-that :func:`check_literals` enforces), raising :class:`~zerogap.errors.UserError` naming the
-field. :func:`from_strings` turns ``KEY=VALUE`` strings (``--set``, ``--task-option``) into typed
+A config is a frozen dataclass with :class:`JsonConfig` mixed in. Each field declares its type
+(``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, optionals, tuples) and, in its
+metadata, its help text and bounds (``min``, ``gt``, ``max``); :func:`check_fields` enforces
+them on construction, raising :class:`~zerogap.errors.UserError` naming the field.
+:func:`from_strings` turns ``KEY=VALUE`` strings (``--set``, ``--task-option``) into typed
 keyword arguments (after :func:`parse_pairs` splits them, the one parser of ``KEY=VALUE``
-items) for any config or any factory with annotated keyword parameters (tasks), so
-every option everywhere is converted and refused the same way. :func:`describe` generates the
+items) for any config or any factory with annotated keyword parameters (tasks), so every
+option everywhere is converted and refused the same way. :func:`describe` generates the
 option help from the declarations.
 
 Plain dataclasses rather than pydantic: the configs are few and small, the checks they need are
@@ -17,11 +18,8 @@ ranges and choices, and the core must import nothing beyond numpy.
 >>> from typing import Literal
 >>> @dataclass(frozen=True)
 ... class Demo(JsonConfig):
-...     n: int = field(default=4, metadata={"help": "window"})
+...     n: int = field(default=4, metadata={"help": "window", "min": 1})
 ...     mode: Literal["cap", "ban"] = "cap"
-...     def __post_init__(self):
-...         require_int("Demo", "n", self.n, 1)
-...         check_literals(self)
 >>> Demo(**from_strings(Demo, {"n": "3", "mode": "ban"}, owner="demo"))
 Demo(n=3, mode='ban')
 >>> from_strings(Demo, {"mode": "clip"}, owner="demo")
@@ -48,7 +46,14 @@ _NONES = {"none", "null"}
 
 
 class JsonConfig:
-    """Mixin for frozen dataclass configs: JSON serialisation that re-validates on load."""
+    """Mixin for frozen dataclass configs: declared checks, JSON that re-validates on load.
+
+    ``__post_init__`` runs :func:`check_fields`; a config with further checks extends it
+    (calling ``super().__post_init__()`` first).
+    """
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-serialisable)."""
@@ -77,31 +82,70 @@ class JsonConfig:
 
 
 def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
-    """Raise :class:`UserError` unless ``value`` is an int (not a bool) ``>= minimum``."""
+    """Raise :class:`UserError` unless ``value`` is an int (not a bool) ``>= minimum``.
+
+    For arguments that are not config fields (a config declares ``min`` instead).
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UserError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
 
 
-def require_positive(owner: str, name: str, value: Any) -> None:
-    """Raise :class:`UserError` unless ``value`` is a finite real number > 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value < math.inf
-    ):
-        raise UserError(f"{owner}.{name} must be a number > 0, got {value!r}")
+def check_fields(config: Any) -> None:
+    """Check every field of a config against its declared type and constraints.
 
-
-def check_literals(config: Any) -> None:
-    """Raise :class:`UserError` for any field declared ``Literal[...]`` holding another value."""
+    Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
+    ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
+    sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
+    ``max`` (<=). Raises :class:`UserError` naming ``Class.field``, what it must be, and the value.
+    """
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
-        choices = _literal_choices(hints[f.name])
         value = getattr(config, f.name)
-        if choices is not None and value not in choices:
-            raise UserError(
-                f"{type(config).__name__}.{f.name} must be one of {_show(choices)}, got {value!r}"
-            )
+        where = f"{type(config).__name__}.{f.name}"
+        kind = hints[f.name]
+        inner = _optional_inner(kind)
+        if inner is not None:
+            if value is None:
+                continue
+            kind = inner
+        if typing.get_origin(kind) is tuple:
+            if isinstance(value, str) or not isinstance(value, tuple | list):
+                raise UserError(f"{where} must be a list, got {value!r}")
+            object.__setattr__(config, f.name, _tuples(list(value)))
+            continue
+        choices = _literal_choices(kind)
+        if choices is not None:
+            if value not in choices:
+                raise UserError(f"{where} must be one of {_show(choices)}, got {value!r}")
+            continue
+        if not _is_instance(value, kind) or (kind in (int, float)
+                                             and not _within(value, f.metadata)):
+            raise UserError(f"{where} must be {_NOUNS.get(kind, _type_name(kind))}"
+                            f"{_bounds(f.metadata)}, got {value!r}")
+
+
+_NOUNS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _is_instance(value: Any, kind: Any) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def _within(value: float, meta: Mapping[str, Any]) -> bool:
+    return (("min" not in meta or value >= meta["min"])
+            and ("gt" not in meta or value > meta["gt"])
+            and ("max" not in meta or value <= meta["max"]))
+
+
+def _bounds(meta: Mapping[str, Any]) -> str:
+    low = f">= {meta['min']}" if "min" in meta else f"> {meta['gt']}" if "gt" in meta else ""
+    high = f"<= {meta['max']}" if "max" in meta else ""
+    return " " + " and ".join(b for b in (low, high) if b) if low or high else ""
 
 
 def parameters(target: Callable[..., Any]) -> dict[str, tuple[Any, Any, str]]:
@@ -114,7 +158,9 @@ def parameters(target: Callable[..., Any]) -> dict[str, tuple[Any, Any, str]]:
         out = {}
         for f in dataclasses.fields(target):
             default = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
-            out[f.name] = (hints[f.name], default, f.metadata.get("help", ""))
+            bounds = _bounds(f.metadata).strip()
+            help_text = f.metadata.get("help", "") + (f" ({bounds})" if bounds else "")
+            out[f.name] = (hints[f.name], default, help_text)
         return out
     init = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
     hints = typing.get_type_hints(init)

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from zerogap.config import JsonConfig, require_int
+from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import atomic_write, read_text
 
@@ -61,14 +61,8 @@ class ShortcutConfig(JsonConfig):
 
     neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
     base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
-    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size"})
-
-    def __post_init__(self) -> None:
-        for name in ("neurons", "base"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise UserError(f"ShortcutConfig.{name} must be a string, got {value!r}")
-        require_int("ShortcutConfig", "top_k", self.top_k, 0)
+    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size",
+                                            "min": 0})
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:

@@ -27,7 +27,7 @@ from zerogap.errors import StoreError, UserError
 from zerogap.models import LoadedModel
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import Hooks, Strategy, get_strategy
+from zerogap.strategies import Hooks, PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 
 
@@ -51,35 +51,28 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
                    max_new_tokens: int, max_batch: int | None = None,
                    progress: bool = False) -> tuple[Hooks, list[GreedyRow] | None]:
-    """Prepare what ``strategy`` needs and build its engine hooks for ``questions`` (in order).
+    """Prepare ``strategy`` for ``questions`` (in order): its hooks and the greedy rows used.
 
-    Greedy decodes come from ``greedy_store`` (missing ones are decoded there first, with
-    entropies, under its ``greedy_*`` config check); a patch source is loaded from the
-    strategy's ``base`` spec. Returns the hooks and the greedy rows used (None if none).
+    The strategy asks its context for what it needs: greedy decodes come from ``greedy_store``
+    (missing ones are decoded there first, with entropies, under its ``greedy_*`` config
+    check); a patch source is loaded on the model's device. Nothing is made unless asked for.
     """
-    rows = None
-    if strategy.needs_greedy:
+
+    def greedy_rows() -> list[GreedyRow]:
         run_greedy(loaded, task, questions, greedy_store, split=split,
                    max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress)
         stored = greedy_store.greedy()
-        rows = [stored[q.id] for q in questions]
-        missing = [r.question_id for r in rows if r.entropies is None]
-        if strategy.needs_entropy and missing:
-            raise StoreError(
-                f"strategy {strategy.name} needs greedy entropies, but the stored greedy decode "
-                f"of {missing[0]} (and {len(missing) - 1} more) has none"
-            )
-    base = None
-    if strategy.base_spec:
+        return [stored[q.id] for q in questions]
+
+    def load(spec: str):
         from zerogap.models import load_model
 
-        base = load_model(strategy.base_spec, device=str(loaded.model.device)).model
-    hooks = strategy.hooks(
-        greedy=None if rows is None else [r.token_ids for r in rows],
-        entropies=None if rows is None else [r.entropies for r in rows],
-        m=m, device=loaded.model.device, base_model=base,
-    )
-    return hooks, rows
+        return load_model(spec, device=str(loaded.model.device)).model
+
+    ctx = PrepareContext(m=m, device=loaded.model.device, greedy_source=greedy_rows,
+                         load_model=load)
+    hooks = strategy.prepare(ctx)
+    return hooks, ctx.greedy() if strategy.needs_greedy else None
 
 
 def _base_fields(loaded: LoadedModel, backend: HFBackend, task: Task, split: str

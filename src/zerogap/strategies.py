@@ -1,7 +1,8 @@
 """The mitigation strategies compared in the paper, as a registry of frozen, validated configs.
 
-Each strategy says what it needs prepared (greedy trajectories, their entropies, a neuron list
-and a patch source), builds the engine's ``intervention`` and ``patch`` hooks from it, adds its
+Each strategy builds the engine's ``intervention`` and ``patch`` hooks in ``prepare(ctx)``,
+asking the :class:`PrepareContext` for what it needs (greedy trajectories, their entropies, a
+patch source model), which the context produces lazily, adds its
 per-sample statistics, and names its readout kind (:mod:`zerogap.readout`), which turns a
 question's graded samples into the counts ``(correct, samples)`` whose ratio is its readout:
 
@@ -37,7 +38,7 @@ from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
 from zerogap.decoding.blocking import LNEBlockingConfig
 from zerogap.decoding.railcap import RailCapConfig
 from zerogap.decoding.ted import TEDConfig, ted_keep
-from zerogap.errors import UserError
+from zerogap.errors import StoreError, UserError
 from zerogap.patching import ShortcutConfig
 from zerogap.registry import Registry
 
@@ -53,6 +54,49 @@ class Hooks:
 
     intervention: Any = None
     patch: Callable | None = None
+
+
+@dataclass
+class PrepareContext:
+    """What a strategy may ask for while preparing one engine call, each made on first request.
+
+    ``greedy``: returns the greedy decode of every question of the call, in its order (rows
+    with ``token_ids``, ``text`` and ``entropies``); ``load_model``: model spec -> model (a
+    patch source on the same device). Either is None where the caller has none to offer.
+    """
+
+    m: int
+    device: Any = None
+    greedy_source: Callable[[], Sequence[Any]] | None = None
+    load_model: Callable[[str], Any] | None = None
+    _rows: list | None = field(default=None, init=False, repr=False)
+
+    def greedy(self) -> list:
+        """The greedy decodes, produced once."""
+        if self._rows is None:
+            if self.greedy_source is None:
+                raise UserError("this call has no greedy decodes to offer")
+            self._rows = list(self.greedy_source())
+        return self._rows
+
+    def entropies(self, strategy: str) -> list[list[float]]:
+        """The greedy decodes' per-step entropies; a :class:`StoreError` names a decode
+        stored without them."""
+        rows = self.greedy()
+        missing = [r for r in rows if r.entropies is None]
+        if missing:
+            qid = getattr(missing[0], "question_id", "a question")
+            raise StoreError(
+                f"strategy {strategy} needs greedy entropies, but the stored greedy decode of "
+                f"{qid} (and {len(missing) - 1} more) has none"
+            )
+        return [r.entropies for r in rows]
+
+    def model(self, spec: str) -> Any:
+        """The model ``spec`` names (the shortcut strategy's patch source)."""
+        if self.load_model is None:
+            raise UserError(f"this call cannot load model {spec!r}")
+        return self.load_model(spec)
 
 
 class Strategy:
@@ -92,15 +136,9 @@ class Strategy:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
         called before anything is loaded or written."""
 
-    def hooks(
-        self, *, greedy: Sequence[Sequence[int]] | None, entropies, m: int, device, base_model
-    ) -> Hooks:
-        """The engine hooks for one engine call over a list of questions (order as the call's).
-
-        ``greedy``/``entropies``: per question, the greedy token ids and per-step entropies
-        (given when ``needs_greedy``/``needs_entropy``); ``base_model``: the patch source
-        (shortcut only).
-        """
+    def prepare(self, ctx: PrepareContext) -> Hooks:
+        """The engine hooks for one engine call over ``ctx``'s questions, asking ``ctx`` for
+        what the strategy needs (greedy decodes, entropies, a second model)."""
         return Hooks()
 
     def sample_stats(self, greedy_text: str | None, texts: Sequence[str], tokenizer) -> list[dict]:
@@ -119,11 +157,12 @@ class RailCapStrategy(Strategy):
     needs_greedy = True
     requires = ("logits",)
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.decoding.railcap import RailCapHook
 
-        trajectories = [list(g) for g in greedy]
-        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=m, device=device))
+        trajectories = [list(row.token_ids) for row in ctx.greedy()]
+        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=ctx.m,
+                                 device=ctx.device))
 
 
 class LNEBlockingStrategy(Strategy):
@@ -134,13 +173,14 @@ class LNEBlockingStrategy(Strategy):
     needs_entropy = True
     requires = ("logits", "entropies")
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.decoding.blocking import LNEBlockingHook, blocking_counts, mean_entropy
 
         counts = blocking_counts(
-            mean_entropy(entropies), t_task=self.config.t_task, beta=self.config.beta
+            mean_entropy(ctx.entropies(self.name)), t_task=self.config.t_task,
+            beta=self.config.beta,
         )
-        return Hooks(LNEBlockingHook(counts, device=device))
+        return Hooks(LNEBlockingHook(counts, device=ctx.device))
 
 
 class TEDStrategy(Strategy):
@@ -180,11 +220,10 @@ class ShortcutStrategy(Strategy):
             raise UserError("strategy shortcut needs the patch source: --set base=MODEL")
         load_neurons(self.config.neurons)
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
 
-        if base_model is None:
-            raise ValueError("strategy shortcut needs the patch source model")
+        base_model = ctx.model(self.config.base)
         neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return Hooks(patch=NeuronPatch(base_model, top))

@@ -35,7 +35,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from zerogap.config import JsonConfig, check_literals, require_int
+from zerogap.config import JsonConfig
 
 Mode = Literal["cap", "ban"]
 MODES = typing.get_args(Mode)
@@ -45,12 +45,9 @@ MODES = typing.get_args(Mode)
 class RailCapConfig(JsonConfig):
     """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
 
-    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back"})
+    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
+                                        "min": 1})
     mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
-
-    def __post_init__(self) -> None:
-        require_int("RailCapConfig", "n", self.n, 1)
-        check_literals(self)
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:

@@ -21,34 +21,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from zerogap.config import JsonConfig, require_int, require_positive
-from zerogap.errors import UserError
+from zerogap.config import JsonConfig
 
 
 @dataclass(frozen=True)
 class SamplingSpec(JsonConfig):
     """What a run draws; every field is part of the run's identity in its store."""
 
-    m: int = field(default=50, metadata={"help": "samples per question"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
-    max_new_tokens: int = field(default=256, metadata={"help": "token limit per response"})
-    seed: int = field(default=0, metadata={"help": "seed of every sample's noise"})
-    top_k: int | None = field(default=None, metadata={"help": "keep the k most likely tokens"})
-    top_p: float | None = field(default=None, metadata={"help": "nucleus mass in (0, 1]"})
+    m: int = field(default=50, metadata={"help": "samples per question", "min": 1})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau",
+                                                      "gt": 0})
+    max_new_tokens: int = field(default=256, metadata={"help": "token limit per response",
+                                                       "min": 1})
+    seed: int = field(default=0, metadata={"help": "seed of every sample's noise", "min": 0})
+    top_k: int | None = field(default=None, metadata={"help": "keep the k most likely tokens",
+                                                      "min": 1})
+    top_p: float | None = field(default=None, metadata={"help": "nucleus probability mass",
+                                                        "gt": 0, "max": 1})
     stop: tuple[str, ...] = field(default=(), metadata={"help": "strings that end a response"})
-
-    def __post_init__(self) -> None:
-        require_int("SamplingSpec", "m", self.m, 1)
-        require_positive("SamplingSpec", "temperature", self.temperature)
-        require_int("SamplingSpec", "max_new_tokens", self.max_new_tokens, 1)
-        require_int("SamplingSpec", "seed", self.seed, 0)
-        if self.top_k is not None:
-            require_int("SamplingSpec", "top_k", self.top_k, 1)
-        if self.top_p is not None and not (
-            isinstance(self.top_p, int | float) and 0 < self.top_p <= 1
-        ):
-            raise UserError(f"SamplingSpec.top_p must be in (0, 1], got {self.top_p!r}")
-        object.__setattr__(self, "stop", tuple(str(s) for s in self.stop))
 
 
 @dataclass(frozen=True)
