@@ -9,10 +9,12 @@ from transformers import PreTrainedTokenizerFast
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
-from zerogap.errors import DataError, UserError
+from zerogap.errors import DataError, StoreError, UserError
 from zerogap.patching import NeuronPatch, save_neurons
 from zerogap.readout import READOUTS, question_counts, readout_of
+from zerogap.store import GreedyRow
 from zerogap.strategies import (
+    PrepareContext,
     get_strategy,
     parse_overrides,
     setting_names,
@@ -69,23 +71,34 @@ def test_record_round_trips_through_json():
     ]
 
 
+def context(m, greedy=None, entropies=None, model=None):
+    """A PrepareContext over given greedy token ids (and entropies) or a given model."""
+    rows = None if greedy is None else [
+        GreedyRow(f"q{i}", ids, "", "eos", None, False, None if entropies is None else ent)
+        for i, (ids, ent) in enumerate(zip(greedy, entropies or [None] * len(greedy),
+                                           strict=True))
+    ]
+    return PrepareContext(m=m, device="cpu",
+                          greedy_source=None if rows is None else (lambda: rows),
+                          load_model=None if model is None else (lambda spec: model))
+
+
 def test_hooks_are_built_from_greedy_data():
-    rail = get_strategy("railcap", {"n": 2}).hooks(
-        greedy=[[1, 2, 3]], entropies=None, m=2, device="cpu", base_model=None
-    )
+    rail = get_strategy("railcap", {"n": 2}).prepare(context(2, greedy=[[1, 2, 3]]))
     assert isinstance(rail.intervention, RailCapHook) and rail.patch is None
     logits = torch.zeros(1, 5)
     logits[0, 3] = 1.0
     out = rail.intervention(logits, torch.tensor([[1, 2]]), torch.tensor([2]),
                             torch.tensor([0]), torch.tensor([1]))
     assert out[0, 3] == 0.0
-    lne = get_strategy("lne-blocking").hooks(
-        greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]], m=1, device="cpu", base_model=None
-    )
+    lne = get_strategy("lne-blocking").prepare(
+        context(1, greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]]))
     assert isinstance(lne.intervention, LNEBlockingHook)
     assert lne.intervention.counts.tolist() == [6, 0]  # floor(7 * 0.95), floor(7 * 0)
-    assert get_strategy("identity").hooks(greedy=None, entropies=None, m=1, device="cpu",
-                                          base_model=None).intervention is None
+    nothing = context(1)  # identity asks for nothing: a context without sources serves it
+    assert get_strategy("identity").prepare(nothing).intervention is None
+    with pytest.raises(StoreError, match="needs greedy entropies, but .* of q0 \\(and 0 more"):
+        get_strategy("lne-blocking").prepare(context(1, greedy=[[1]], entropies=[None]))
 
 
 def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
@@ -100,12 +113,11 @@ def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
     save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
     s = get_strategy("shortcut", {"neurons": str(path), "base": "embedded"})
     s.check_inputs()
-    patch = s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch
+    patch = s.prepare(context(1, model=base)).patch
     # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.
     assert isinstance(patch, NeuronPatch) and patch.neurons == [(0, 4), (0, 5)]
     s = get_strategy("shortcut", {"neurons": str(path), "top_k": 3})
-    assert s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch.neurons \
-        == [(0, 4), (0, 5), (1, 6)]
+    assert s.prepare(context(1, model=base)).patch.neurons == [(0, 4), (0, 5), (1, 6)]
 
 
 def test_ted_stats_and_counts_with_a_real_tokenizer():

@@ -13,7 +13,7 @@ from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
 from zerogap.readout import run_counts
 from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
-from zerogap.strategies import get_strategy
+from zerogap.strategies import PrepareContext, get_strategy
 from zerogap.tasks.base import Grade, Question, Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -61,8 +61,7 @@ def memorised(make_tiny_llama, smol_tokenizer, one_thread):
 
 
 def share_on_greedy(model, tok, decodes, strategy, m=8):
-    hooks = strategy.hooks(greedy=[d.token_ids for d in decodes], entropies=None, m=m,
-                           device="cpu", base_model=None)
+    hooks = strategy.prepare(PrepareContext(m=m, device="cpu", greedy_source=lambda: decodes))
     out = sample(model, tok, PROMPTS, m=m, temperature=0.7, max_new_tokens=24,
                  question_ids=IDS, seed=0, intervention=hooks.intervention)
     same = [s.token_ids == d.token_ids for d, samples in zip(decodes, out, strict=True)
@@ -135,7 +134,7 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
     path = tmp_path / "neurons.json"
     save_neurons(path, ranking, meta)
     strategy = get_strategy("shortcut", {"neurons": str(path), "top_k": 64})
-    hooks = strategy.hooks(greedy=None, entropies=None, m=2, device="cpu", base_model=base)
+    hooks = strategy.prepare(PrepareContext(m=2, device="cpu", load_model=lambda spec: base))
     out = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7,
                  max_new_tokens=16, question_ids=IDS, seed=0, patch=hooks.patch)
     plain = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=16,

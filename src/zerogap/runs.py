@@ -23,7 +23,7 @@ from typing import Any
 from zerogap import engine
 from zerogap.engine.base import Capabilities, SamplingSpec
 from zerogap.engine.hf import HFBackend
-from zerogap.errors import StoreError, UserError
+from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow

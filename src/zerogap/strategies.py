@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
@@ -127,11 +127,6 @@ class Strategy:
         self.name = name
         self.config: Any = config  # an instance of the subclass's config_class
 
-    @property
-    def base_spec(self) -> str:
-        """Model spec of a patch source to load (shortcut only; empty for the others)."""
-        return ""
-
     def check_inputs(self) -> None:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
         called before anything is loaded or written."""
@@ -206,10 +201,6 @@ class ShortcutStrategy(Strategy):
 
     config_class = ShortcutConfig
     requires = ("patching",)
-
-    @property
-    def base_spec(self) -> str:
-        return self.config.base
 
     def check_inputs(self) -> None:
         from zerogap.patching import load_neurons
