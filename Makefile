@@ -41,6 +41,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/bench_metrics.py

@@ -63,7 +63,7 @@ def test_hook_traces_without_graph_breaks():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"t_task": -1}, {"t_task": 2.5}, {"beta": 0}, {"temperature": -1}]
+    "kwargs", [{"t_task": -1}, {"t_task": 2.5}, {"beta": 0}, {"beta": float("inf")}]
 )
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):

@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from zerogap.errors import DataError
 from zerogap.io.counts import read_counts, write_counts
 
 
@@ -105,8 +106,8 @@ def test_alignment_reorders_and_reports_differing_question_sets(tmp_path):
             "correct must be an integer",
         ),
         ("text.csv", "id,correct,samples\na,two,3\n", "correct must be an integer, got 'two'"),
-        ("nan.jsonl", '{"id": "a", "correct": NaN, "samples": 3}\n', "correct is nan"),
-        ("nancsv.csv", "id,correct,samples\na,nan,3\n", "correct is nan"),
+        ("nan.jsonl", '{"id": "a", "correct": NaN, "samples": 3}\n', "an integer, got nan"),
+        ("nancsv.csv", "id,correct,samples\na,nan,3\n", "correct must be an integer, got nan"),
         ("zero.csv", "id,correct,samples\na,0,0\n", "has zero samples"),
         ("unknown.csv", "id,correct,samples,model\na,1,3,x\n", r"unknown field\(s\) model"),
         (
@@ -135,6 +136,8 @@ def test_bad_files_get_one_line_errors_naming_the_problem(tmp_path, name, text, 
     assert path.read_text(encoding="utf-8") == text  # reading never touches the file
 
 
-def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no such file"):
+def test_missing_file_and_directory_are_named(tmp_path):
+    with pytest.raises(DataError, match="nope.jsonl: no such file"):
         read_counts(tmp_path / "nope.jsonl")
+    with pytest.raises(DataError, match=f"{tmp_path}: is a directory"):
+        read_counts(tmp_path)

@@ -35,7 +35,7 @@ if Sums.name not in task_names():
 
 
 def main(argv):
-    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.run_cli", "zerogap.neurons_cli")
+    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.cli.run", "zerogap.cli.neurons")
     try:
         return cli.main(argv)
     finally:

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from zerogap.io.counts import write_counts
+from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, StoreError
 
 
@@ -38,12 +39,12 @@ def test_samples_counts_and_exports(tmp_path):
         store.add_samples(_rows("q-a", [0, 0, 0]))
         store.add_greedy([GreedyRow("q-a", [5, 6], "x", "stop", None, False, [0.5, 0.25])])
         assert store.completed_questions() == {"q-a", "q-b"}
-        assert store.counts() == [
-            {"id": "q-b", "correct": 2, "samples": 3},
-            {"id": "q-a", "correct": 0, "samples": 3},
+        assert run_counts(store) == [
+            {"id": "q-b", "correct": 2, "samples": 3, "first": 1},
+            {"id": "q-a", "correct": 0, "samples": 3, "first": 0},
         ]
         assert store.greedy()["q-a"].entropies == [0.5, 0.25]
-        write_counts(tmp_path / "c.jsonl", *([c[k] for c in store.counts()]
+        write_counts(tmp_path / "c.jsonl", *([c[k] for c in run_counts(store)]
                                              for k in ("id", "correct", "samples")))
         assert store.export_jsonl(tmp_path / "s.jsonl") == 6
         assert store.export_parquet(tmp_path / "s.parquet") == 6
@@ -66,7 +67,7 @@ def test_a_failed_batch_leaves_nothing(tmp_path):
             store.add_samples(_rows("r", [1]) + _rows("q", [1]))
         assert store.completed_questions() == {"q"}
     with RunStore(tmp_path) as store:  # reopening finds the same content, mode WAL
-        assert store.counts() == [{"id": "q", "correct": 2, "samples": 2}]
+        assert run_counts(store) == [{"id": "q", "correct": 2, "samples": 2, "first": 1}]
         assert store._con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 

@@ -9,8 +9,12 @@ from transformers import PreTrainedTokenizerFast
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
+from zerogap.errors import DataError, StoreError, UserError
 from zerogap.patching import NeuronPatch, save_neurons
+from zerogap.readout import READOUTS, question_counts, readout_of
+from zerogap.store import GreedyRow
 from zerogap.strategies import (
+    PrepareContext,
     get_strategy,
     parse_overrides,
     setting_names,
@@ -29,24 +33,24 @@ def word_tokenizer():
 
 def test_registry_holds_the_papers_strategies():
     assert strategy_names() == [
-        "identity", "railcap", "railcap-ban", "ted", "lne-blocking", "shortcut", "all-zero"
+        "all-zero", "identity", "lne-blocking", "railcap", "railcap-ban", "shortcut", "ted"
     ]
     assert get_strategy("railcap-ban").config.mode == "ban"
     assert get_strategy("railcap-ban", {"mode": "cap"}).config.mode == "cap"
-    assert get_strategy("identity").temperature == 0.7
-    assert get_strategy("all-zero").temperature is None
+    assert get_strategy("identity").config.to_dict() == {}  # tau is the run's SamplingSpec
+    assert get_strategy("railcap").requires == ("logits",)
 
 
 def test_parse_overrides_types_and_errors():
-    assert parse_overrides("railcap", ["n=2", "mode=ban", "temperature=1"]) == {
-        "n": 2, "mode": "ban", "temperature": 1.0
-    }
+    assert parse_overrides("railcap", ["n=2", "mode=ban"]) == {"n": 2, "mode": "ban"}
     assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
-    with pytest.raises(ValueError, match="n of strategy railcap must be of type int"):
+    with pytest.raises(UserError, match="strategy railcap: n must be an integer, got 'four'"):
         parse_overrides("railcap", ["n=four"])
-    with pytest.raises(ValueError, match="has no such setting; known: mode, n, temperature"):
+    with pytest.raises(UserError, match="has no option 'tau'; known: mode, n"):
         parse_overrides("railcap", ["tau=1"])
-    with pytest.raises(ValueError, match="expected key=value"):
+    with pytest.raises(UserError, match="railcap: mode must be one of 'cap', 'ban', got 'clip'"):
+        parse_overrides("railcap", ["mode=clip"])
+    with pytest.raises(ValueError, match="expects KEY=VALUE"):
         parse_overrides("railcap", ["n"])
     with pytest.raises(ValueError, match="given twice"):
         parse_overrides("railcap", ["n=2", "n=3"])
@@ -54,8 +58,8 @@ def test_parse_overrides_types_and_errors():
         parse_overrides("all-zero", ["x=1"])
     with pytest.raises(ValueError, match="unknown strategy 'railcop'"):
         parse_overrides("railcop", [])
-    with pytest.raises(ValueError, match="RailCapConfig.mode"):
-        get_strategy("railcap", parse_overrides("railcap", ["mode=clip"]))
+    with pytest.raises(UserError, match="RailCapConfig.mode must be one of 'cap', 'ban'"):
+        get_strategy("railcap", {"mode": "clip"})
 
 
 def test_record_round_trips_through_json():
@@ -63,27 +67,38 @@ def test_record_round_trips_through_json():
     back = strategy_from_record("lne-blocking", json.loads(s.config.to_json()))
     assert back.name == "lne-blocking" and back.config == s.config
     assert setting_names("shortcut") == [
-        "base", "neurons", "temperature", "top_k"
+        "base", "neurons", "top_k"
     ]
 
 
+def context(m, greedy=None, entropies=None, model=None):
+    """A PrepareContext over given greedy token ids (and entropies) or a given model."""
+    rows = None if greedy is None else [
+        GreedyRow(f"q{i}", ids, "", "eos", None, False, None if entropies is None else ent)
+        for i, (ids, ent) in enumerate(zip(greedy, entropies or [None] * len(greedy),
+                                           strict=True))
+    ]
+    return PrepareContext(m=m, device="cpu",
+                          greedy_source=None if rows is None else (lambda: rows),
+                          load_model=None if model is None else (lambda spec: model))
+
+
 def test_hooks_are_built_from_greedy_data():
-    rail = get_strategy("railcap", {"n": 2}).hooks(
-        greedy=[[1, 2, 3]], entropies=None, m=2, device="cpu", base_model=None
-    )
+    rail = get_strategy("railcap", {"n": 2}).prepare(context(2, greedy=[[1, 2, 3]]))
     assert isinstance(rail.intervention, RailCapHook) and rail.patch is None
     logits = torch.zeros(1, 5)
     logits[0, 3] = 1.0
     out = rail.intervention(logits, torch.tensor([[1, 2]]), torch.tensor([2]),
                             torch.tensor([0]), torch.tensor([1]))
     assert out[0, 3] == 0.0
-    lne = get_strategy("lne-blocking").hooks(
-        greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]], m=1, device="cpu", base_model=None
-    )
+    lne = get_strategy("lne-blocking").prepare(
+        context(1, greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]]))
     assert isinstance(lne.intervention, LNEBlockingHook)
     assert lne.intervention.counts.tolist() == [6, 0]  # floor(7 * 0.95), floor(7 * 0)
-    assert get_strategy("identity").hooks(greedy=None, entropies=None, m=1, device="cpu",
-                                          base_model=None).intervention is None
+    nothing = context(1)  # identity asks for nothing: a context without sources serves it
+    assert get_strategy("identity").prepare(nothing).intervention is None
+    with pytest.raises(StoreError, match="needs greedy entropies, but .* of q0 \\(and 0 more"):
+        get_strategy("lne-blocking").prepare(context(1, greedy=[[1]], entropies=[None]))
 
 
 def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
@@ -93,17 +108,16 @@ def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
     path = tmp_path / "n.json"
     with pytest.raises(ValueError, match="base=MODEL"):
         get_strategy("shortcut", {"neurons": str(path)}).check_inputs()
-    with pytest.raises(FileNotFoundError, match="n.json"):
+    with pytest.raises(DataError, match="n.json: no such file"):
         get_strategy("shortcut", {"neurons": str(path), "base": "embedded"}).check_inputs()
     save_neurons(path, [(0, 4), (0, 5), (1, 6)], {})
     s = get_strategy("shortcut", {"neurons": str(path), "base": "embedded"})
     s.check_inputs()
-    patch = s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch
+    patch = s.prepare(context(1, model=base)).patch
     # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.
     assert isinstance(patch, NeuronPatch) and patch.neurons == [(0, 4), (0, 5)]
     s = get_strategy("shortcut", {"neurons": str(path), "top_k": 3})
-    assert s.hooks(greedy=None, entropies=None, m=1, device="cpu", base_model=base).patch.neurons \
-        == [(0, 4), (0, 5), (1, 6)]
+    assert s.prepare(context(1, model=base)).patch.neurons == [(0, 4), (0, 5), (1, 6)]
 
 
 def test_ted_stats_and_counts_with_a_real_tokenizer():
@@ -111,12 +125,21 @@ def test_ted_stats_and_counts_with_a_real_tokenizer():
     texts = ["a b c d e f", "a b c d e g", "h h h h", "h h h h", " g g g g g"]
     stats = ted.sample_stats(" a b c d e f ", texts, word_tokenizer())
     assert [s["ted_kept"] for s in stats] == [False, False, True, False, True]
-    assert ted.counts([True, True, True, True, False], stats) == (1, 2)
-    assert ted.counts([True, False], [{"ted_kept": False}] * 2) == (0, 2)
-    with pytest.raises(ValueError, match="ted_kept"):
-        ted.counts([True], [{}])
+    assert question_counts(ted.readout, [True, True, True, True, False], stats) == (1, 2)
 
 
-def test_identity_and_all_zero_counts():
-    assert get_strategy("identity").counts([True, False, True], [{}] * 3) == (2, 3)
-    assert get_strategy("all-zero").counts([True, True], [{}] * 2) == (0, 2)
+def test_every_strategy_declares_a_readout_that_older_stores_imply():
+    for name in strategy_names():
+        kind = get_strategy(name).readout
+        assert kind in READOUTS
+        assert readout_of({"strategy": name}) == kind
+
+
+def test_a_strategy_the_backend_cannot_run_is_refused_up_front():
+    from zerogap.engine.base import Capabilities
+    from zerogap.runs import build_strategy
+
+    no_logits = Capabilities(logits=False, patching=True, entropies=True)
+    with pytest.raises(UserError, match="strategy lne-blocking needs logits support"):
+        build_strategy("lne-blocking", {}, no_logits)
+    assert build_strategy("ted", {}, no_logits).readout == "ted-kept"

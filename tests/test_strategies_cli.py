@@ -38,7 +38,7 @@ if Items.name not in task_names():
 
 
 def main(argv):
-    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.run_cli",)
+    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, ("zerogap.cli.run",)
     try:
         return cli.main(argv)
     finally:
@@ -107,11 +107,11 @@ def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys):
     base = ["sample", "--model", "embedded", "--task", Items.name, "--run-dir",
             str(tmp_path / "r"), "--quiet", "--strategy", "railcap"]
     assert main([*base, "--set", "n=four"]) == 2
-    assert "n of strategy railcap must be of type int" in capsys.readouterr().err
+    assert "strategy railcap: n must be an integer, got 'four'" in capsys.readouterr().err
     assert main([*base, "--set", "mode=clip"]) == 2
-    assert "RailCapConfig.mode" in capsys.readouterr().err
-    assert main([*base, "--set", "temperature=1.0", "-T", "0.5"]) == 2
-    assert "two temperatures" in capsys.readouterr().err
+    assert "mode must be one of 'cap', 'ban', got 'clip'" in capsys.readouterr().err
+    assert main([*base, "--set", "temperature=1.0"]) == 2  # the run's -T is the only one
+    assert "strategy railcap has no option 'temperature'" in capsys.readouterr().err
     shortcut = [*base[:-1], "shortcut", "--set", "base=embedded"]
     assert main([*shortcut, "--set", f"neurons={tmp_path / 'missing.json'}"]) == 2
     err = capsys.readouterr().err

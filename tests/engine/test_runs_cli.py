@@ -20,7 +20,7 @@ HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
 # The real dispatcher, with only this module's commands: other subcommand modules live on
 # other branches and are not what these tests are about.
-COMMANDS = ("zerogap.run_cli",)
+COMMANDS = ("zerogap.cli.run",)
 SCRIPT = f"""
 import sys
 sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]
@@ -106,7 +106,11 @@ def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
                  "--task-option", "stop=Q:"]) == 0
     assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
                  "--jsonl", str(tmp_path / "s.jsonl")]) == 0
-    counts = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    header, *counts = (json.loads(line) for line in (tmp_path / "c.jsonl").read_text()
+                                                      .splitlines())
+    assert header["provenance"]["path"] == str(run_dir)
+    assert header["provenance"]["run"]["task"] == "toy-arith"
+    assert header["provenance"]["run"]["readout"] == "plain"
     assert [c["id"] for c in counts] == ["test-0", "test-1", "test-2"]
     assert all(c["samples"] == 6 and 0 <= c["correct"] <= 6 for c in counts)
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 18
@@ -114,7 +118,7 @@ def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
     assert main(["runs", "show", str(run_dir)]) == 0
     shown = capsys.readouterr().out
     assert "questions done     3" in shown and "samples            18" in shown
-    assert "greedy decodes     2" in shown
+    assert "greedy decodes     2" in shown and "backend            \"hf\"" in shown
     # extending the run with a larger limit samples only the new questions
     assert main(_args(tiny_dir, run_dir, "--limit", "4")) == 0
     assert "sampled 1 questions (4 stored" in capsys.readouterr().out
@@ -204,3 +208,45 @@ def test_embedded_model_loads_from_its_cache(tmp_path):
         ref = ref[0, enc.input_ids.shape[1]:].tolist()
         eos = again.tokenizer.eos_token_id
         assert g.token_ids == (ref[: ref.index(eos)] if eos in ref else ref)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-m", "0"], "SamplingSpec.m must be an integer >= 1, got 0"),
+        (["-T", "0"], "SamplingSpec.temperature must be a number > 0, got 0.0"),
+        (["--top-p", "1.5"], "SamplingSpec.top_p must be a number > 0 and <= 1, got 1.5"),
+        (["--max-batch", "0"], "--max-batch must be at least 1, got 0"),
+        (["--task-option", "path=x"], "task toy-arith has no option 'path'; known: n, stop"),
+        (["--task-option", "n=two"], "task toy-arith: n must be an integer, got 'two'"),
+        (["--strategy", "railcap", "--set", "mode=clip"], "mode must be one of 'cap', 'ban'"),
+    ],
+)
+def test_bad_settings_are_refused_before_the_model_loads(tmp_path, capsys, extra, message):
+    # The model path does not exist: an error about the settings, and no run directory, show
+    # that the settings were checked before the model load and before any write.
+    run_dir = tmp_path / "run"
+    assert main(_args(tmp_path / "no-model", run_dir, *extra)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not run_dir.exists()
+
+
+def test_a_second_writer_is_refused_naming_the_first(tiny_dir, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from zerogap.store import RunStore; "
+         f"s = RunStore({str(run_dir)!r}); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 2
+        err = capsys.readouterr().err
+        assert f"being written by another zerogap process (pid {holder.pid})" in err
+        assert err.count("\n") == 1
+    finally:
+        holder.kill()  # killed, as a forgotten shell job would be: the OS releases the lock
+        holder.wait()
+    assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
+    assert "sampled 1 questions" in capsys.readouterr().out

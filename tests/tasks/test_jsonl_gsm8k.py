@@ -6,6 +6,7 @@ import types
 
 import pytest
 
+from zerogap.errors import DataError
 from zerogap.tasks import get_task, task_names
 from zerogap.tasks.base import Grade, Question, Task
 
@@ -71,9 +72,9 @@ def test_jsonl_errors_name_file_line_and_problem(tmp_path, content, message):
 
 
 def test_jsonl_missing_paths_and_splits(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.jsonl: no such file or folder"):
+    with pytest.raises(DataError, match="nope.jsonl: no such file or folder"):
         get_task("jsonl", path=tmp_path / "nope.jsonl").questions()
-    with pytest.raises(FileNotFoundError, match="no test.jsonl in this folder"):
+    with pytest.raises(DataError, match="no test.jsonl in this folder"):
         get_task("jsonl", path=tmp_path).questions()
     single = write_jsonl(tmp_path / "one.jsonl", [{"question": "q", "answer": 1}])
     with pytest.raises(ValueError, match="one file \\(the test split\\).*use k=0"):

@@ -61,7 +61,8 @@ def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
     ("argv", "message"),
     [
         (["task", "show", "arith", "--index", "999"], "--index 999 is out of range"),
-        (["task", "show", "arith", "--index", "0", "--path", "x"], "does not take that option"),
+        (["task", "show", "arith", "--index", "0", "--path", "x"],
+         "task arith has no option 'path'; known: exemplars, k"),
         (["task", "show", "nope", "--index", "0"], "unknown task 'nope'"),
         (["task", "show", "jsonl", "--path", "missing.jsonl", "--index", "0"], "missing.jsonl"),
         (["task", "grade", "arith", "--index", "0", "--response-file", "no.txt"], "no.txt"),

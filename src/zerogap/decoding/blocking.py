@@ -23,21 +23,17 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig
 
 
 @dataclass(frozen=True)
 class LNEBlockingConfig(JsonConfig):
     """LNE-blocking's parameters."""
 
-    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code"})
-    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
-
-    def __post_init__(self) -> None:
-        require_int("LNEBlockingConfig", "t_task", self.t_task, 0)
-        require_positive("LNEBlockingConfig", "beta", self.beta)
-        require_positive("LNEBlockingConfig", "temperature", self.temperature)
+    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code",
+                                             "min": 0})
+    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])",
+                                               "gt": 0})
 
 
 def entropy(logits: Tensor) -> Tensor:

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from transformers import LogitsProcessor
 
-from zerogap.configbase import require_int
+from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
 from zerogap.decoding.railcap import RailCapConfig, pad_trajectories, railcap_apply
 
@@ -67,7 +67,7 @@ class RailCapLogitsProcessor(LogitsProcessor):
     trajectories : list of list of int
         Greedy trajectory (generated token ids only) of each prompt in the batch.
     config : RailCapConfig
-        ``n`` and ``mode`` are used here; pass ``temperature=config.temperature`` to ``generate``.
+        ``n`` and ``mode`` are used here; the temperature goes to ``generate`` as usual.
     prompt_length : int
         ``input_ids.shape[1]`` of the (left-padded) batch given to ``generate``.
     num_return_sequences : int

@@ -28,29 +28,26 @@ used by both adapters: :class:`RailCapHook` (the engine's intervention hook, her
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig
 
-MODES = ("cap", "ban")
+Mode = Literal["cap", "ban"]
+MODES = typing.get_args(Mode)
 
 
 @dataclass(frozen=True)
 class RailCapConfig(JsonConfig):
-    """RailCap's parameters (paper defaults: n = 4, cap, tau = 0.7)."""
+    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
 
-    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back"})
-    mode: str = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
-
-    def __post_init__(self) -> None:
-        require_int("RailCapConfig", "n", self.n, 1)
-        if self.mode not in MODES:
-            raise ValueError(f"RailCapConfig.mode must be one of {MODES}, got {self.mode!r}")
-        require_positive("RailCapConfig", "temperature", self.temperature)
+    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
+                                        "min": 1})
+    mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:

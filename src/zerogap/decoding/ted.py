@@ -19,24 +19,18 @@ from dataclasses import dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
-from zerogap.configbase import JsonConfig, require_int, require_positive
+from zerogap.config import JsonConfig
 
 
 @dataclass(frozen=True)
 class TEDConfig(JsonConfig):
     """TED's parameters."""
 
-    tau: int = field(default=2, metadata={"help": "drop samples within this many token edits"})
-    max_tokens: int = field(default=100, metadata={"help": "greedy prefix length compared"})
+    tau: int = field(default=2, metadata={"help": "drop samples within this many token edits",
+                                          "min": 0})
+    max_tokens: int = field(default=100, metadata={"help": "greedy prefix length compared",
+                                                   "min": 1})
     dedup: bool = field(default=True, metadata={"help": "drop exact duplicates of kept samples"})
-    temperature: float = field(default=0.7, metadata={"help": "sampling temperature"})
-
-    def __post_init__(self) -> None:
-        require_int("TEDConfig", "tau", self.tau, 0)
-        require_int("TEDConfig", "max_tokens", self.max_tokens, 1)
-        if not isinstance(self.dedup, bool):
-            raise ValueError(f"TEDConfig.dedup must be true or false, got {self.dedup!r}")
-        require_positive("TEDConfig", "temperature", self.temperature)
 
 
 def ted_keep(

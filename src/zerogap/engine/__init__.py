@@ -4,7 +4,9 @@
 strategies plug in through :mod:`zerogap.engine.hooks`.
 """
 
-from zerogap.engine.hf import Generation, greedy, sample
+from zerogap.engine.base import Backend, Capabilities, SamplingSpec
+from zerogap.engine.hf import Generation, HFBackend, greedy, sample
 from zerogap.engine.hooks import Intervention, Patch
 
-__all__ = ["Generation", "Intervention", "Patch", "greedy", "sample"]
+__all__ = ["Backend", "Capabilities", "Generation", "HFBackend", "Intervention", "Patch",
+           "SamplingSpec", "greedy", "sample"]

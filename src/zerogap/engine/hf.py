@@ -23,10 +23,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from zerogap.engine import noise
+from zerogap.engine.base import Capabilities, SamplingSpec
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
 
 # On CPU every decode step copies and reads each row's whole KV cache, which for a 1,170-token
@@ -499,3 +501,33 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
                       intervention=None, patch=patch, with_entropy=return_entropy,
                       on_question=callback, progress=progress)
     return [gens[0] for gens in out]
+
+
+HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True)
+
+
+@dataclass
+class HFBackend:
+    """The :class:`~zerogap.engine.base.Backend` over a transformers model and tokenizer."""
+
+    model: Any
+    tokenizer: Any
+    max_batch: int | None = None
+    name: str = "hf"
+    noise: str = noise.SCHEME
+    capabilities: Capabilities = HF_CAPABILITIES
+
+    def sample(self, prompts, spec: SamplingSpec, *, question_ids, intervention=None, patch=None,
+               progress=False, on_question=None):
+        return sample(self.model, self.tokenizer, prompts, m=spec.m,
+                      temperature=spec.temperature, max_new_tokens=spec.max_new_tokens,
+                      question_ids=question_ids, seed=spec.seed, stop=spec.stop,
+                      intervention=intervention, patch=patch, top_k=spec.top_k,
+                      top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
+                      on_question=on_question)
+
+    def greedy(self, prompts, spec: SamplingSpec, *, entropies=False, patch=None,
+               progress=False, on_question=None):
+        return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
+                      stop=spec.stop, return_entropy=entropies, patch=patch,
+                      max_batch=self.max_batch, progress=progress, on_question=on_question)

@@ -21,6 +21,10 @@ import math
 
 import torch
 
+# Recorded with every run: a resumed run must draw with the same scheme to equal an
+# uninterrupted one. Change it whenever a draw could change.
+SCHEME = "gumbel-max/blake2b-counter/v1"
+
 _MASK24 = 0xFFFFFF
 _CANDIDATES = 64
 

@@ -12,13 +12,17 @@ long       ``id, sample, correct``          one record per sample, ``correct`` i
 =========  ==============================  =================================================
 
 Files are JSON Lines (``.jsonl``, one object per line) or CSV with a header (``.csv``); other
-extensions are sniffed from the first character. Every problem is reported as one
-``ValueError`` naming the file, the line and what is wrong.
+extensions are sniffed from the first character. A JSON Lines file may open with one
+``{"provenance": {...}}`` record (``zerogap runs export`` writes the run's configuration there,
+so a counts file that travels keeps what produced it); it is returned, not counted. Every
+problem is reported as one :class:`~zerogap.errors.DataError` naming the file, the line and
+what is wrong.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -28,7 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from zerogap.errors import DataError
+from zerogap.io.files import atomic_write, read_text
 from zerogap.io.jsonlines import read_jsonl
+
+# Counts go into int64 arrays and binomial draws: a count above this is a broken file, not a run.
+MAX_COUNT = 2**31 - 1
 
 _SHAPES = {
     "counts": ({"id", "correct", "samples"}, {"first"}),
@@ -42,7 +51,8 @@ class QuestionCounts:
     """Per-question counts read from one file, in file order.
 
     ``first`` holds the first sample's 0/1 grade per question when the file records it
-    (outcomes and long shapes always do), else None.
+    (outcomes and long shapes always do), else None; ``provenance`` the file's provenance
+    header, else None.
     """
 
     path: str
@@ -50,6 +60,7 @@ class QuestionCounts:
     correct: np.ndarray
     samples: np.ndarray
     first: np.ndarray | None
+    provenance: dict | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -57,7 +68,8 @@ class QuestionCounts:
     def aligned_to(self, reference: QuestionCounts) -> QuestionCounts:
         """The same counts reordered to ``reference``'s question order.
 
-        Raises ``ValueError`` saying how many and which ids differ when the question sets differ.
+        Raises :class:`DataError` saying how many and which ids differ when the question sets
+        differ.
         """
         position = {qid: i for i, qid in enumerate(self.ids)}
         missing = [qid for qid in reference.ids if qid not in position]
@@ -68,7 +80,7 @@ class QuestionCounts:
                 parts.append(f"{len(missing)} missing ({_preview(missing)})")
             if extra:
                 parts.append(f"{len(extra)} not in {reference.path} ({_preview(extra)})")
-            raise ValueError(
+            raise DataError(
                 f"{self.path}: question set differs from {reference.path}: {'; '.join(parts)}"
             )
         order = np.array([position[qid] for qid in reference.ids], dtype=np.int64)
@@ -78,6 +90,7 @@ class QuestionCounts:
             correct=self.correct[order],
             samples=self.samples[order],
             first=None if self.first is None else self.first[order],
+            provenance=self.provenance,
         )
 
 
@@ -88,61 +101,64 @@ def _preview(ids: list[str], limit: int = 5) -> str:
 
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, record)`` from a JSONL or CSV file; blank lines are skipped."""
-    with open(path, encoding="utf-8") as f:
-        head = f.read(64).lstrip()[:1]
+    text = read_text(path)
+    head = text[:64].lstrip()[:1]
     if path.suffix in (".jsonl", ".json", ".ndjson") or (path.suffix != ".csv" and head == "{"):
         yield from read_jsonl(path)
         return
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         if reader.fieldnames is None:
             return
         for record in reader:
             if None in record or any(v is None for v in record.values()):
-                raise ValueError(
+                raise DataError(
                     f"{path}:{reader.line_num}: expected {len(reader.fieldnames)} columns "
                     f"({', '.join(reader.fieldnames)})"
                 )
             if any(v.strip() for v in record.values()):
                 yield reader.line_num, record
+    except csv.Error as err:  # e.g. a field longer than the csv module's limit
+        raise DataError(f"{path}:{reader.line_num + 1}: unreadable CSV ({err})") from None
 
 
 def _integer(value, field: str, where: str) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
+        raise DataError(f"{where}: {field} must be an integer, got {value!r}")
     if isinstance(value, str):
         text = value.strip()
+        if len(text) > len(str(MAX_COUNT)) + 1 and text.lstrip("+-").isdigit():
+            raise DataError(f"{where}: {field} has {len(text)} digits; at most {MAX_COUNT}")
         try:
             value = int(text)
         except ValueError:
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"{where}: {field} must be an integer, got {text!r}") from None
+                raise DataError(f"{where}: {field} must be an integer, got {text!r}") from None
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise ValueError(f"{where}: {field} is {value}")
-        if not value.is_integer():
-            raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
-        value = int(value)
-    if not isinstance(value, int):
-        raise ValueError(f"{where}: {field} must be an integer, got {value!r}")
+        if math.isnan(value) or (not math.isinf(value) and not value.is_integer()):
+            raise DataError(f"{where}: {field} must be an integer, got {value!r}")
+    elif not isinstance(value, int):
+        raise DataError(f"{where}: {field} must be an integer, got {value!r}")
     if value < 0:
-        raise ValueError(f"{where}: {field} is negative ({value})")
-    return value
+        raise DataError(f"{where}: {field} is negative ({value})")
+    if value > MAX_COUNT:
+        raise DataError(f"{where}: {field} is {value:.3g}; at most {MAX_COUNT}")
+    return int(value)
 
 
 def _binary(value, field: str, where: str) -> int:
     value = _integer(value, field, where)
     if value > 1:
-        raise ValueError(f"{where}: {field} must be 0 or 1, got {value}")
+        raise DataError(f"{where}: {field} must be 0 or 1, got {value}")
     return value
 
 
 def _question_id(record: dict, where: str) -> str:
     qid = record.get("id")
     if qid is None or isinstance(qid, bool | float | list | dict) or str(qid).strip() == "":
-        raise ValueError(f"{where}: missing or invalid question id")
+        raise DataError(f"{where}: missing or invalid question id")
     return str(qid).strip()
 
 
@@ -152,12 +168,12 @@ def _shape_of(record: dict, where: str) -> str:
         if required <= keys:
             unknown = keys - required - optional
             if unknown:
-                raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+                raise DataError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
             return shape
     known = " | ".join(
         ", ".join(sorted(req)) + "".join(f"[, {o}]" for o in opt) for req, opt in _SHAPES.values()
     )
-    raise ValueError(
+    raise DataError(
         f"{where}: fields {', '.join(sorted(keys)) or '(none)'} match no known shape ({known})"
     )
 
@@ -174,11 +190,9 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
     >>> read_counts(f)
     Traceback (most recent call last):
     ...
-    ValueError: ...run.jsonl:2: record has shape 'outcomes' but the file started with 'counts'
+    zerogap.errors.DataError: ...run.jsonl:2: record has shape 'outcomes' but the file ...
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
     shape = None
     ids: list[str] = []
     correct: list[int] = []
@@ -187,13 +201,19 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
     first_line: dict[str, int] = {}  # counts and outcomes shapes: one record per question
     position: dict[str, int] = {}  # long shape: question id -> its index in ids
     seen_samples: dict[str, set[int]] = {}
+    provenance = None
     for line_no, record in _records(path):
         where = f"{path}:{line_no}"
+        if set(record) == {"provenance"} and not ids and provenance is None:
+            if not isinstance(record["provenance"], dict):
+                raise DataError(f"{where}: provenance must be a JSON object")
+            provenance = record["provenance"]
+            continue
         this_shape = _shape_of(record, where)
         if shape is None:
             shape = this_shape
         elif this_shape != shape:
-            raise ValueError(
+            raise DataError(
                 f"{where}: record has shape {this_shape!r} but the file started with {shape!r}"
             )
         qid = _question_id(record, where)
@@ -208,7 +228,7 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
                 samples.append(0)
                 first.append(outcome)
             if index in seen_samples[qid]:
-                raise ValueError(f"{where}: duplicate sample {index} of question {qid!r}")
+                raise DataError(f"{where}: duplicate sample {index} of question {qid!r}")
             i = position[qid]
             if index < min(seen_samples[qid], default=index + 1):
                 first[i] = outcome
@@ -217,14 +237,14 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
             samples[i] += 1
             continue
         if qid in first_line:
-            raise ValueError(
+            raise DataError(
                 f"{where}: duplicate question id {qid!r} (first on line {first_line[qid]})"
             )
         first_line[qid] = line_no
         if shape == "outcomes":
             outcomes = record["outcomes"]
             if not isinstance(outcomes, list):
-                raise ValueError(f"{where}: outcomes must be a list of 0/1 values")
+                raise DataError(f"{where}: outcomes must be a list of 0/1 values")
             grades = [_binary(v, "outcomes", where) for v in outcomes]
             c, m = sum(grades), len(grades)
             first.append(grades[0] if grades else 0)
@@ -234,39 +254,41 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
             if "first" in record:
                 first.append(_binary(record["first"], "first", where))
         if m == 0:
-            raise ValueError(f"{where}: question {qid!r} has zero samples")
+            raise DataError(f"{where}: question {qid!r} has zero samples")
         if c > m:
-            raise ValueError(f"{where}: correct ({c}) exceeds samples ({m})")
+            raise DataError(f"{where}: correct ({c}) exceeds samples ({m})")
         ids.append(qid)
         correct.append(c)
         samples.append(m)
     if not ids:
-        raise ValueError(f"{path}: empty file: no questions")
+        raise DataError(f"{path}: empty file: no questions")
     if len(first) not in (0, len(ids)):
-        raise ValueError(f"{path}: 'first' is given for some questions but not all")
+        raise DataError(f"{path}: 'first' is given for some questions but not all")
     return QuestionCounts(
         path=str(path),
         ids=tuple(ids),
         correct=np.asarray(correct, dtype=np.int64),
         samples=np.asarray(samples, dtype=np.int64),
         first=np.asarray(first, dtype=np.int64) if first else None,
+        provenance=provenance,
     )
 
 
-def write_counts(path: str | os.PathLike, ids, correct, samples, first=None) -> None:
+def write_counts(path: str | os.PathLike, ids, correct, samples, first=None, *,
+                 provenance: dict | None = None) -> None:
     """Write per-question counts as JSON Lines (the ``counts`` shape), atomically.
 
-    The file is written beside its destination and renamed into place, so an interrupted
-    export never leaves a truncated file where a good one was.
+    ``provenance`` (JSON-serialisable) becomes the file's first record, ``{"provenance": ...}``.
+
+    Written through :func:`zerogap.io.files.atomic_write`: all or nothing.
     """
-    path = Path(path)
     firsts = first if first is not None else [None] * len(ids)
     rows = zip(ids, correct, samples, firsts, strict=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
+        if provenance is not None:
+            f.write(json.dumps({"provenance": provenance}, sort_keys=True) + "\n")
         for qid, c, m, d in rows:
             record = {"id": str(qid), "correct": int(c), "samples": int(m)}
             if d is not None:
                 record["first"] = int(d)
             f.write(json.dumps(record) + "\n")
-    os.replace(tmp, path)

@@ -6,21 +6,29 @@ import json
 import os
 from collections.abc import Iterator
 
+from zerogap.errors import DataError
+from zerogap.io.files import read_text
+
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, object)`` for every non-blank line of a JSON Lines file.
 
-    A line that is not valid JSON, or not a JSON object, raises one ``ValueError`` of the form
-    ``"{path}:{line}: ..."``.
+    Any line that cannot be used (not JSON, not an object, nested too deeply, a number too long
+    to convert) raises one :class:`DataError` of the form ``"{path}:{line}: ..."``; so does a
+    file that cannot be read as UTF-8 text (see :func:`zerogap.io.files.read_text`).
     """
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{line_no}: expected a JSON object per line")
-            yield line_no, record
+    for line_no, line in enumerate(read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
+        except RecursionError:
+            raise DataError(f"{path}:{line_no}: JSON nested too deeply") from None
+        except ValueError as err:  # an integer literal past Python's digit limit
+            reason = str(err).split(";")[0]
+            raise DataError(f"{path}:{line_no}: unreadable JSON value ({reason})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{line_no}: expected a JSON object per line")
+        yield line_no, record

@@ -5,6 +5,16 @@ embedded default), ``gsm8k`` and ``jsonl`` (any JSONL file with named question/a
 """
 
 from zerogap.tasks import arith, gsm8k, jsonl  # noqa: F401  (importing registers them)
-from zerogap.tasks.base import Grade, Question, Task, get_task, register_task, task_names
+from zerogap.tasks.base import (
+    Grade,
+    Question,
+    Task,
+    get_task,
+    register_task,
+    task_from_strings,
+    task_names,
+    task_options,
+)
 
-__all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_names"]
+__all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_from_strings",
+           "task_names", "task_options"]

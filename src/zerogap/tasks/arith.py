@@ -18,6 +18,7 @@ import random
 import re
 from dataclasses import asdict, dataclass, field
 
+from zerogap.errors import UserError
 from zerogap.tasks.base import register_task
 from zerogap.tasks.prompt import Exemplar
 from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
@@ -62,7 +63,7 @@ class ArithConfig:
     >>> ArithConfig(number_ranges=((5, 2),))
     Traceback (most recent call last):
     ...
-    ValueError: number_ranges entries must be (low, high) with 2 <= low <= high, got (5, 2)
+    zerogap.errors.UserError: number_ranges entries must be (low, high) with 2 <= low <= high, ...
     """
 
     seed: int = field(
@@ -83,20 +84,20 @@ class ArithConfig:
         for name in ("seed", "n_train", "n_test"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+                raise UserError(f"{name} must be an integer >= 0, got {value!r}")
         weights = tuple(float(w) for w in self.step_weights)
         if len(weights) != 3 or min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError(
+            raise UserError(
                 "step_weights must be three weights >= 0 with a positive sum, "
                 f"got {self.step_weights!r}"
             )
         object.__setattr__(self, "step_weights", weights)
         ranges = tuple(tuple(r) for r in self.number_ranges)
         if not ranges:
-            raise ValueError("number_ranges must hold at least one (low, high) range")
+            raise UserError("number_ranges must hold at least one (low, high) range")
         for r in ranges:
             if len(r) != 2 or not all(isinstance(v, int) for v in r) or not 2 <= r[0] <= r[1]:
-                raise ValueError(
+                raise UserError(
                     f"number_ranges entries must be (low, high) with 2 <= low <= high, got {r!r}"
                 )
         object.__setattr__(self, "number_ranges", ranges)
@@ -214,7 +215,7 @@ class ArithTask(NumericQATask):
     def _load(self, split: str) -> list[Row]:
         sizes = {"train": self.arith.n_train, "test": self.arith.n_test}
         if split not in sizes:
-            raise ValueError(f"arith has splits 'train' and 'test', not {split!r}")
+            raise UserError(f"arith has splits 'train' and 'test', not {split!r}")
         rows = []
         for index in range(sizes[split]):
             # A string seed is hashed with SHA-512 by random.Random: stable across runs.
@@ -244,7 +245,7 @@ class ArithTask(NumericQATask):
             op = EXEMPLAR_OPS[i % len(EXEMPLAR_OPS)]
             row = next((r for r in rows if r not in chosen and _one_step_op(r.answer) == op), None)
             if row is None:
-                raise ValueError(
+                raise UserError(
                     f"k={cfg.k}: the train split ({len(rows)} items) has too few one-step "
                     f"{op!r} items for the exemplars; raise n_train"
                 )

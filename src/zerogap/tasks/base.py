@@ -6,10 +6,11 @@ never special-case a benchmark. Tasks are looked up by name through :func:`get_t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from zerogap.config import check_names, describe, from_strings
 from zerogap.registry import Registry
 
 
@@ -68,5 +69,23 @@ task_names = _TASKS.names
 
 
 def get_task(name: str, **options) -> Task:
-    """Build the task registered as ``name``; an unknown name raises ``ValueError``."""
-    return _TASKS.get(name)(**options)
+    """Build the task registered as ``name`` with ``options`` (keyword arguments of its factory).
+
+    An unknown name, an option the task does not take or a missing required one raises
+    :class:`~zerogap.errors.UserError` naming it and listing what the task takes.
+    """
+    factory = _TASKS.get(name)
+    check_names(factory, options, owner=f"task {name}", option="--task-option")
+    return factory(**options)
+
+
+def task_from_strings(name: str, options: Mapping[str, str]) -> Task:
+    """Build task ``name`` from ``--task-option`` strings, converted by the factory's types."""
+    factory = _TASKS.get(name)
+    return factory(**from_strings(factory, options, owner=f"task {name}",
+                                  option="--task-option"))
+
+
+def task_options(name: str) -> list[str]:
+    """Help lines for the options task ``name`` takes (generated from its factory)."""
+    return describe(_TASKS.get(name))

@@ -43,6 +43,7 @@ import re
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 
+from zerogap.errors import DataError
 from zerogap.registry import Registry
 from zerogap.tasks.base import Grade
 
@@ -187,7 +188,7 @@ def parse_gold(answer: str) -> str:
             tail = answer[anchors[-1].end() :]
     value = parse_number(tail)
     if value is None:
-        raise ValueError(f"no number in gold answer {answer[-60:]!r}")
+        raise DataError(f"no number in gold answer {answer[-60:]!r}")
     return canonical(value)
 
 

@@ -10,6 +10,7 @@ answers rewritten (calculator annotations removed, ``#### N`` -> "The answer is 
 
 from __future__ import annotations
 
+from zerogap.errors import DataError, UserError
 from zerogap.tasks.base import register_task
 from zerogap.tasks.jsonl import JsonlSource
 from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
@@ -23,12 +24,12 @@ def load_from_hub(split: str) -> list[Row]:
     try:
         import datasets  # optional, heavy: only imported when no local path is given
     except ImportError:
-        raise ValueError(f"loading {HUB_ID} needs the 'datasets' package; {hint}") from None
+        raise UserError(f"loading {HUB_ID} needs the 'datasets' package; {hint}") from None
     try:
         data = datasets.load_dataset(HUB_ID, HUB_CONFIG, split=split)
     except Exception as err:  # the hub's failures have many types (network, auth, cache)
         reason = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
-        raise ValueError(f"could not load {HUB_ID} from the hub ({reason}); {hint}") from None
+        raise DataError(f"could not load {HUB_ID} from the hub ({reason}); {hint}") from None
     return [
         Row(str(r["question"]).strip(), str(r["answer"]), f"{HUB_ID} {split} row {i}")
         for i, r in enumerate(data)

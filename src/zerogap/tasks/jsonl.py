@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from zerogap.errors import DataError, UserError
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.base import register_task
 from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
@@ -28,7 +29,7 @@ class JsonlSource:
         object.__setattr__(self, "path", str(self.path))
         for name in ("question_field", "answer_field"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+                raise UserError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -39,12 +40,12 @@ class JsonlSource:
         if root.is_dir():
             candidate = root / f"{split}.jsonl"
             if not candidate.is_file():
-                raise FileNotFoundError(f"{root}: no {split}.jsonl in this folder")
+                raise DataError(f"{root}: no {split}.jsonl in this folder")
             return candidate
         if not root.is_file():
-            raise FileNotFoundError(f"{root}: no such file or folder")
+            raise DataError(f"{root}: no such file or folder")
         if split != "test":
-            raise ValueError(
+            raise UserError(
                 f"{root} is one file (the test split); for the {split!r} split pass a folder with "
                 f"{split}.jsonl, or give an exemplar file, or use k=0"
             )
@@ -58,7 +59,7 @@ class JsonlSource:
             where = f"{path}:{line_no}"
             for name in (self.question_field, self.answer_field):
                 if name not in record:
-                    raise ValueError(f"{where}: missing field {name!r}")
+                    raise DataError(f"{where}: missing field {name!r}")
             rows.append(
                 Row(str(record[self.question_field]).strip(), str(record[self.answer_field]), where)
             )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from zerogap.errors import DataError, UserError
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.extract import canonical, parse_number
 
@@ -56,10 +57,10 @@ def cot_solution(answer: str) -> str:
     if hashed is not None:
         value = parse_number(hashed.group(1))
         if value is None:
-            raise ValueError(f"no number after '####' in {answer[-60:]!r}")
+            raise DataError(f"no number after '####' in {answer[-60:]!r}")
         text = f"{text[: hashed.start()]}\nThe answer is {canonical(value)}."
     elif not _ANSWER_END.search(text):
-        raise ValueError(
+        raise DataError(
             f"solution ends with neither '#### N' nor 'The answer is N.': {answer[-60:]!r}"
         )
     # GSM8K's steps are lines, often without a final period; one line of sentences keeps the
@@ -79,7 +80,7 @@ def select_exemplars(pool: Sequence[T], k: int, seed: int) -> list[T]:
     ['q6', 'q9', 'q0']
     """
     if not 0 <= k <= len(pool):
-        raise ValueError(f"k={k} exemplars requested but the train split has {len(pool)} items")
+        raise UserError(f"k={k} exemplars requested but the train split has {len(pool)} items")
     return [pool[i] for i in random.Random(seed).sample(range(len(pool)), k)]
 
 
@@ -96,9 +97,9 @@ def load_exemplars(path: str | Path) -> list[Exemplar]:
                 Exemplar(str(row["question"]).strip(), cot_solution(str(row["answer"])))
             )
         except KeyError as err:
-            raise ValueError(f"{path}:{line_no}: bad exemplar (missing field {err})") from None
+            raise DataError(f"{path}:{line_no}: bad exemplar (missing field {err})") from None
         except ValueError as err:
-            raise ValueError(f"{path}:{line_no}: bad exemplar ({err})") from None
+            raise DataError(f"{path}:{line_no}: bad exemplar ({err})") from None
     return exemplars
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from zerogap.errors import DataError, UserError
 from zerogap.tasks.base import Grade, Question
 from zerogap.tasks.extract import check_mode, grade_response, parse_gold
 from zerogap.tasks.prompt import (
@@ -32,7 +33,7 @@ class PromptConfig:
     >>> PromptConfig(k=-1)
     Traceback (most recent call last):
     ...
-    ValueError: k must be an integer >= 0, got -1
+    zerogap.errors.UserError: k must be an integer >= 0, got -1
     """
 
     k: int = field(
@@ -46,9 +47,9 @@ class PromptConfig:
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {self.k!r}")
+            raise UserError(f"k must be an integer >= 0, got {self.k!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+            raise UserError(f"seed must be an integer, got {self.seed!r}")
         if self.exemplars is not None:
             object.__setattr__(self, "exemplars", str(self.exemplars))
         check_mode(self.mode)
@@ -98,7 +99,7 @@ class NumericQATask:
                 try:
                     gold = parse_gold(row.answer)
                 except ValueError as err:
-                    raise ValueError(f"{row.where}: {err}") from None
+                    raise DataError(f"{row.where}: {err}") from None
                 out.append(Question(f"{split}-{index}", row.question, gold))
             self._questions[split] = out
         return self._questions[split]
@@ -109,7 +110,7 @@ class NumericQATask:
         if cfg.exemplars is not None:
             given = load_exemplars(cfg.exemplars)
             if cfg.k > len(given):
-                raise ValueError(f"k={cfg.k} but {cfg.exemplars} holds {len(given)} exemplars")
+                raise UserError(f"k={cfg.k} but {cfg.exemplars} holds {len(given)} exemplars")
             return given[: cfg.k]
         if cfg.k == 0:
             return []
@@ -119,7 +120,7 @@ class NumericQATask:
             try:
                 out.append(Exemplar(row.question, cot_solution(row.answer)))
             except ValueError as err:
-                raise ValueError(f"{row.where}: {err}") from None
+                raise DataError(f"{row.where}: {err}") from None
         return out
 
     def prefix(self) -> str:

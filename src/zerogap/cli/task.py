@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from zerogap.cli import UserError
-from zerogap.tasks import get_task, task_names
+from zerogap.errors import UserError
+from zerogap.io.files import read_text
+from zerogap.tasks import get_task, task_names, task_options
 from zerogap.tasks.extract import modes
 
 EXAMPLES = """examples:
@@ -70,10 +71,7 @@ def _task_and_question(args):
     }
     options = {key: value for key, value in options.items() if value is not None}
     options["mode"] = args.mode
-    try:
-        task = get_task(args.name, **options)
-    except TypeError as err:  # an option the task does not take, e.g. --path for arith
-        raise UserError(f"task {args.name!r} does not take that option ({err})") from None
+    task = get_task(args.name, **options)
     questions = task.questions(args.split)
     if not 0 <= args.index < len(questions):
         raise UserError(
@@ -94,17 +92,16 @@ def _show(args) -> int:
     task, question = _task_and_question(args)
     print(f"# task {task.name}, question {question.id}, gold answer {question.answer}")
     print(f"# config {json.dumps(task.config())}")
+    print("# options (--task-option KEY=VALUE with zerogap sample):")
+    for line in task_options(args.name):
+        print(f"#   {line}")
     print(task.prompt(question))
     return 0
 
 
 def _grade(args) -> int:
     task, question = _task_and_question(args)
-    if args.response is not None:
-        response = args.response
-    else:
-        with open(args.response_file, encoding="utf-8") as handle:
-            response = handle.read()
+    response = args.response if args.response is not None else read_text(args.response_file)
     grade = task.grade(question, response)
     print(
         json.dumps(

@@ -1,8 +1,14 @@
 """The ``zerogap`` command.
 
-Each subcommand lives in its own module that exposes ``register(subparsers)``; that function adds
-its parser and sets ``func`` to a callable taking the parsed arguments and returning an exit code.
-Modules are imported only when listed here, so ``zerogap score`` never imports torch.
+Each command group lives in its own module of this package that exposes ``register(subparsers)``;
+that function adds its parser and sets ``func`` to a callable taking the parsed arguments and
+returning an exit code. Adding a command is adding a module and its name to
+:data:`COMMAND_MODULES`. Modules are imported only when listed there, and none of them imports
+torch at module level, so ``zerogap score`` never loads it.
+
+Errors: zerogap's own (:class:`zerogap.errors.ZerogapError`) are the user's to fix and print as
+one line with exit code 2; anything else is a bug and keeps its traceback. ``--traceback``
+shows the traceback of a user error as well.
 """
 
 from __future__ import annotations
@@ -11,22 +17,25 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
-# Subcommand modules, in the order ``zerogap --help`` lists them.
+from zerogap.errors import UserError, ZerogapError
+
+__all__ = ["COMMAND_MODULES", "UserError", "build_parser", "main"]
+
+# Command modules, in the order ``zerogap --help`` lists them.
 COMMAND_MODULES = (
-    "zerogap.score_cli",
-    "zerogap.task_cli",
-    "zerogap.run_cli",
-    "zerogap.neurons_cli",
+    "zerogap.cli.score",
+    "zerogap.cli.task",
+    "zerogap.cli.strategy",
+    "zerogap.cli.run",
+    "zerogap.cli.neurons",
 )
 
 EPILOG = """examples:
   zerogap score --clean clean.jsonl --mitigated railcap=railcap.jsonl --mitigated identity=id.jsonl
+  zerogap score --clean runs/clean --mitigated railcap=runs/railcap
 """
-
-
-class UserError(Exception):
-    """A problem with the user's input; printed as one line, without a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the traceback of user errors too (bugs always show one)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -48,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
         return code
-    except (UserError, FileNotFoundError, ValueError) as err:
+    except ZerogapError as err:
+        if args.traceback:
+            traceback.print_exc()
         print(f"zerogap {args.command}: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:

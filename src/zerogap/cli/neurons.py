@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zerogap.cli import UserError
-from zerogap.run_cli import _task_option
+from zerogap.errors import UserError
 
 EXAMPLES = """examples:
   zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
@@ -26,8 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--contaminated", required=True, help="the contaminated fine-tune")
     p.add_argument("--uncontaminated", required=True, help="an uncontaminated fine-tune")
     p.add_argument("--task", required=True)
-    p.add_argument("--task-option", action="append", default=[], type=_task_option,
-                   metavar="KEY=VALUE")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="task option, converted by its declared type ('zerogap task show')")
     p.add_argument("--split", default="test")
     p.add_argument("--leaked", required=True, type=Path,
                    help="file of leaked question ids, one per line (comparative score)")
@@ -42,14 +41,17 @@ def register(subparsers) -> None:
 
 
 def _neurons(args) -> int:
-    from zerogap.tasks import get_task
+    from zerogap.config import parse_pairs
+    from zerogap.io.files import check_output, read_text
+    from zerogap.tasks import task_from_strings
 
     if args.calibration_size < 1 or args.block_size < 1:
         raise UserError("--calibration-size and --block-size must be at least 1")
-    task = get_task(args.task, **dict(args.task_option))
+    check_output(args.out, "--out")
+    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     by_id = {q.id: q for q in questions}
-    wanted = [line.strip() for line in args.leaked.read_text().splitlines() if line.strip()]
+    wanted = [line.strip() for line in read_text(args.leaked).splitlines() if line.strip()]
     unknown = [q for q in wanted if q not in by_id]
     if unknown:
         raise UserError(f"{args.leaked}: {len(unknown)} ids not in split {args.split!r} of "

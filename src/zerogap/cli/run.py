@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from zerogap.cli import UserError
+from zerogap.errors import UserError
 
 EXAMPLES = """examples:
   zerogap sample --model embedded --task gsm8k --limit 20 -m 50 -T 0.7 --run-dir runs/base
@@ -21,27 +21,17 @@ EXAMPLES = """examples:
 """
 
 
-def _task_option(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
-
-
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True,
                    help="'embedded', a .gguf file, a model or PEFT-adapter folder, or a hub id")
     p.add_argument("--task", required=True, help="registered task name, e.g. gsm8k")
-    p.add_argument("--task-option", action="append", default=[], type=_task_option,
-                   metavar="KEY=VALUE", help="task option (value parsed as JSON when it can be)")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="task option, converted by its declared type ('zerogap task show')")
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--strategy", default="identity",
-                   help="identity, railcap, railcap-ban, ted, lne-blocking, shortcut, all-zero")
+                   help="registered strategy name (see 'zerogap strategy list')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                    help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
     p.add_argument("--run-dir", required=True, type=Path)
@@ -57,8 +47,8 @@ def register(subparsers) -> None:
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
     p.add_argument("-m", type=int, default=50, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=None,
-                   help="sampling temperature (default: the strategy's, 0.7)")
+    p.add_argument("-T", "--temperature", type=float, default=0.7,
+                   help="sampling temperature tau (default 0.7, the paper's)")
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --run-dir)")
@@ -86,70 +76,94 @@ def register(subparsers) -> None:
     export.set_defaults(func=_export)
 
 
-def _prepare(args):
-    """Task, questions, model and store, in the order that touches nothing on bad input."""
+def _settings(args):
+    """The strategy's options and the run's numeric settings, checked before anything loads."""
+    from zerogap.engine.hf import HF_CAPABILITIES
     from zerogap.runs import build_strategy
-    from zerogap.store import DB_NAME, RunStore
     from zerogap.strategies import parse_overrides
-    from zerogap.tasks import get_task
 
-    args.strategy_options = parse_overrides(args.strategy, args.settings)
-    build_strategy(args.strategy, args.strategy_options, getattr(args, "temperature", None))
-    task = get_task(args.task, **dict(args.task_option))
+    options = parse_overrides(args.strategy, args.settings)
+    build_strategy(args.strategy, options, HF_CAPABILITIES)
+    for flag, value in (("--limit", args.limit), ("--max-batch", args.max_batch)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, got {value}")
+    return options
+
+
+def _spec(args, stop):
+    from zerogap.engine.base import SamplingSpec
+
+    if args.command == "sample":
+        return SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
+                            max_new_tokens=args.max_new_tokens, top_k=args.top_k,
+                            top_p=args.top_p, stop=stop)
+    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, stop=stop)
+
+
+def _prepare(args):
+    """Settings, task, questions, stores and model, in the order that touches nothing on bad
+    input: every check runs before the model is loaded and before a store is created."""
+    from zerogap.config import parse_pairs
+    from zerogap.store import check_store_dir
+    from zerogap.tasks import task_from_strings
+
+    options = _settings(args)
+    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
+    spec = _spec(args, task.stop)
     questions = task.questions(args.split)
     if args.limit is not None:
-        if args.limit < 1:
-            raise UserError(f"--limit must be at least 1, got {args.limit}")
         questions = questions[: args.limit]
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
-    for folder in (args.run_dir, getattr(args, "greedy_dir", None)):
-        if folder is not None and (folder / DB_NAME).exists():  # read-only, before the model load
-            RunStore(folder, create=False).close()
+    greedy_dir = getattr(args, "greedy_dir", None)
+    if greedy_dir is not None and greedy_dir.resolve() == args.run_dir.resolve():
+        greedy_dir = None  # one store, one writer
+    for folder in (args.run_dir, greedy_dir):
+        if folder is not None:
+            check_store_dir(folder)
     from zerogap.models import load_model
+    from zerogap.store import RunStore
 
     if args.quiet:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     loaded = load_model(args.model, device=args.device)
-    return task, questions, loaded, RunStore(args.run_dir)
+    store = RunStore(args.run_dir)
+    try:
+        greedy_store = None if greedy_dir is None else RunStore(greedy_dir)
+    except BaseException:
+        store.close()
+        raise
+    return options, spec, task, questions, loaded, store, greedy_store
 
 
 def _sample(args) -> int:
-    from zerogap.runs import SampleSettings, run_sample
-    from zerogap.store import RunStore
+    from zerogap.runs import run_sample
 
-    task, questions, loaded, store = _prepare(args)
-    temperature = args.temperature
-    if temperature is None:
-        temperature = args.strategy_options.get("temperature", 0.7)
-    settings = SampleSettings(m=args.m, temperature=temperature,
-                              max_new_tokens=args.max_new_tokens, seed=args.seed,
-                              top_k=args.top_k, top_p=args.top_p)
-    greedy_store = None if args.greedy_dir is None else RunStore(args.greedy_dir)
+    options, spec, task, questions, loaded, store, greedy_store = _prepare(args)
     with store:
         try:
-            n = run_sample(loaded, task, questions, store, settings, split=args.split,
-                           strategy=args.strategy, strategy_options=args.strategy_options,
+            n = run_sample(loaded, task, questions, store, spec, split=args.split,
+                           strategy=args.strategy, strategy_options=options,
                            greedy_store=greedy_store, max_batch=args.max_batch,
                            progress=not args.quiet)
         finally:
             if greedy_store is not None:
                 greedy_store.close()
         total = len(store.completed_questions())
-    print(f"sampled {n} questions ({total} stored, m={args.m}) in {args.run_dir}")
+    print(f"sampled {n} questions ({total} stored, m={spec.m}) in {args.run_dir}")
     return 0
 
 
 def _greedy(args) -> int:
     from zerogap.runs import run_greedy
 
-    task, questions, loaded, store = _prepare(args)
+    options, _, task, questions, loaded, store, _ = _prepare(args)
     with store:
         n = run_greedy(loaded, task, questions, store, split=args.split,
                        max_new_tokens=args.max_new_tokens, strategy=args.strategy,
-                       strategy_options=args.strategy_options, max_batch=args.max_batch,
+                       strategy_options=options, max_batch=args.max_batch,
                        progress=not args.quiet)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.run_dir}")
@@ -157,16 +171,18 @@ def _greedy(args) -> int:
 
 
 def _show(args) -> int:
+    from zerogap.readout import readout_of, run_counts
     from zerogap.store import RunStore
 
     with RunStore(args.run_dir, create=False) as store:
-        config, counts, greedy = store.config(), store.counts(), store.greedy()
-    for key in ("model", "model_fingerprint", "task", "split", "strategy", "m", "temperature",
-                "seed", "max_new_tokens", "top_k", "top_p"):
+        config, counts, greedy = store.config(), run_counts(store), store.greedy()
+    for key in ("backend", "model", "model_fingerprint", "task", "split", "strategy", "m",
+                "temperature", "seed", "max_new_tokens", "top_k", "top_p"):
         if key in config:
             print(f"{key:18} {json.dumps(config[key])}")
     n_samples = sum(c["samples"] for c in counts)
     n_correct = sum(c["correct"] for c in counts)
+    print(f"{'readout':18} {readout_of(config)}")
     print(f"{'questions done':18} {len(counts)}")
     print(f"{'samples':18} {n_samples}")
     if n_samples:
@@ -186,23 +202,28 @@ def _show(args) -> int:
 
 
 def _export(args) -> int:
+    from zerogap.io.files import check_output
     from zerogap.store import RunStore
 
     targets = [("counts", args.counts), ("jsonl", args.jsonl), ("parquet", args.parquet)]
     if not any(path for _, path in targets):
         raise UserError("give at least one of --counts, --jsonl, --parquet")
+    for kind, path in targets:
+        if path is not None:
+            check_output(path, f"--{kind}")
     with RunStore(args.run_dir, create=False) as store:
         for kind, path in targets:
             if path is None:
                 continue
             if kind == "counts":  # under the run's strategy readout (TED: kept samples only)
                 from zerogap.io.counts import write_counts
-                from zerogap.runs import run_counts
+                from zerogap.provenance import run_record
+                from zerogap.readout import run_counts
 
                 rows = run_counts(store)
                 write_counts(path, *(
                     [r[key] for r in rows] for key in ("id", "correct", "samples", "first")
-                ))
+                ), provenance=run_record(args.run_dir, store.config()))
                 n = len(rows)
             else:
                 n = getattr(store, f"export_{kind}")(path)

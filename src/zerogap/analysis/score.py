@@ -1,0 +1,223 @@
+"""The scorecard: everything ``zerogap score`` computes, as one value, apart from its rendering.
+
+Given a clean run and one or more mitigated runs (per-question counts on the same questions),
+:func:`score` computes every restoration metric of arXiv 2608.07341 (§3: G-AP, G-APP, A-PPG,
+Δ+/Δ-, SA-PPG and its S-Δ+/S-Δ- split), bootstrap confidence intervals, the finite-sample noise
+floor, the best strategy by SA-PPG and paired comparisons against it (and, with the two-level
+bootstrap, where a rerun on the same questions would read), and returns them as a
+:class:`Scorecard` whose :meth:`Scorecard.to_dict` is the JSON ``zerogap score --json`` writes.
+Rendering a table is the command line's job. Torch-free.
+
+Examples
+--------
+>>> import numpy as np
+>>> from zerogap.io.counts import QuestionCounts
+>>> ids = tuple(f"q{i}" for i in range(6))
+>>> clean = QuestionCounts("c", ids, np.array([0, 2, 4, 6, 8, 10]), np.full(6, 10), None, None)
+>>> same = ScoredRun("same", clean, {})
+>>> card = score(ScoredRun("clean", clean, {}), [same], ScoreSettings(bootstrap=0, noise_sims=20))
+>>> card.best, card.estimate("same").sa_ppg
+('same', 0.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zerogap import __version__
+from zerogap.config import JsonConfig
+from zerogap.errors import DataError, UserError
+from zerogap.io.counts import QuestionCounts, read_counts
+from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES, single_draw
+from zerogap.provenance import file_record, run_record
+from zerogap.readout import run_counts
+from zerogap.store import DB_NAME, RunStore
+from zerogap.uncertainty import (
+    BootstrapGaps,
+    Interval,
+    NoiseFloor,
+    PairedComparison,
+    bootstrap_gaps,
+    compare,
+    noise_floor,
+    rerun_interval,
+)
+
+
+@dataclass(frozen=True)
+class ScoreSettings(JsonConfig):
+    """How a scorecard is computed; recorded in its JSON."""
+
+    bins: int = field(default=DEFAULT_BINS, metadata={"help": "SA-PPG strata B"})
+    bootstrap: int = field(default=10_000, metadata={"help": "bootstrap replicates (0: no CIs)"})
+    level: float = field(default=0.95, metadata={"help": "confidence level"})
+    within_questions: bool = field(default=False, metadata={
+        "help": "two-level bootstrap: also resample the samples within each question"})
+    noise_sims: int = field(default=2000, metadata={"help": "noise-floor simulations"})
+    seed: int = field(default=0, metadata={"help": "seed of the bootstrap and draws"})
+
+    def __post_init__(self) -> None:
+        # Named by their command-line flags: these settings come from ``zerogap score``.
+        limits = (("--bins", self.bins, 1), ("--bootstrap", self.bootstrap, 0),
+                  ("--noise-sims", self.noise_sims, 1), ("--seed", self.seed, 0))
+        for flag, value, minimum in limits:
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise UserError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+        if not (isinstance(self.level, int | float) and 0 < self.level < 1):
+            raise UserError(f"--level must lie strictly between 0 and 1, got {self.level!r}")
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """One input of a scorecard: a name, its per-question counts and where they came from."""
+
+    name: str
+    counts: QuestionCounts
+    provenance: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """Everything ``zerogap score`` reports (see the module docstring)."""
+
+    settings: ScoreSettings
+    clean: ScoredRun
+    runs: tuple[ScoredRun, ...]
+    boot: BootstrapGaps
+    draw_note: str
+    floor: NoiseFloor
+    best: str
+    comparisons: tuple[PairedComparison, ...]
+    reruns: dict[str, dict[str, Interval]] = field(default_factory=dict)
+
+    @property
+    def with_ci(self) -> bool:
+        return self.settings.bootstrap > 0
+
+    def estimate(self, name: str):
+        """The :class:`~zerogap.metrics.RestorationGaps` of strategy ``name``."""
+        return self.boot.estimates[self.boot.names.index(name)]
+
+    def restored(self, name: str) -> bool:
+        """Whether ``name``'s SA-PPG lies within the noise floor's upper quantile."""
+        return self.estimate(name).sa_ppg <= self.floor.sa_ppg_upper
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record: versions, inputs with provenance, settings, metrics, floor, tests."""
+        strategies = {}
+        for name, est in zip(self.boot.names, self.boot.estimates, strict=True):
+            entry: dict[str, Any] = {"strata_used": est.strata_used,
+                                     "strata_sizes": est.strata_sizes}
+            for m in METRIC_NAMES:
+                ci = self.boot.interval(name, m)
+                entry[m] = ci.to_dict() if self.with_ci else {"estimate": ci.estimate}
+            entry["restored_up_to_noise"] = self.restored(name)
+            if name in self.reruns:
+                entry["rerun"] = {m: ci.to_dict() for m, ci in self.reruns[name].items()}
+            strategies[name] = entry
+        return {
+            "zerogap_version": __version__,
+            "inputs": {
+                "clean": self.clean.provenance,
+                "mitigated": {run.name: run.provenance for run in self.runs},
+            },
+            "settings": {
+                "n_questions": len(self.clean.counts),
+                **self.settings.to_dict(),
+                "g_ap_readout": self.draw_note,
+            },
+            "strategies": strategies,
+            "best": self.best,
+            "noise_floor": self.floor.to_dict(),
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
+
+
+def load_input(name: str, path: str | Path) -> ScoredRun:
+    """A scorecard input from a counts file or a run directory (read under its readout).
+
+    A run directory contributes its stored configuration as provenance; a counts file its path,
+    digest and the provenance header ``zerogap runs export`` writes into it, if any.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not (path / DB_NAME).is_file():
+            raise DataError(f"{path}: a directory without a run store ({DB_NAME})")
+        with RunStore(path, create=False) as store:
+            rows, config = run_counts(store), store.config()
+        if not rows:
+            raise DataError(f"{path}: the run holds no samples yet")
+        counts = QuestionCounts(
+            path=str(path), ids=tuple(r["id"] for r in rows),
+            correct=np.array([r["correct"] for r in rows], dtype=np.int64),
+            samples=np.array([r["samples"] for r in rows], dtype=np.int64),
+            first=np.array([r["first"] for r in rows], dtype=np.int64), provenance=None,
+        )
+        return ScoredRun(name, counts, run_record(path, config))
+    counts = read_counts(path)
+    extra = {} if counts.provenance is None else {"exported_from": counts.provenance}
+    return ScoredRun(name, counts, file_record(path, **extra))
+
+
+def _draws(clean: QuestionCounts, runs: list[QuestionCounts], seed: int):
+    """Single 0/1 readouts for G-AP: each input's first sample, or a seeded draw from its counts."""
+    firsts = [run.first for run in runs if run.first is not None]
+    if clean.first is not None and len(firsts) == len(runs):
+        return clean.first, np.stack(firsts), "first sample"
+    rng = np.random.default_rng([seed, 1])
+    draw_clean = single_draw(clean.correct, clean.samples, seed=rng)
+    draw_mit = np.stack([single_draw(run.correct, run.samples, seed=rng) for run in runs])
+    return draw_clean, draw_mit, f"one seeded draw per question from the counts (seed {seed})"
+
+
+def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings) -> Scorecard:
+    """Score every mitigated run against ``clean`` (question sets must match; order may differ).
+
+    Raises :class:`~zerogap.errors.UserError` for no or repeated strategy names and
+    :class:`~zerogap.errors.DataError` (naming the file) for differing question sets.
+    """
+    names = [run.name for run in mitigated]
+    if not names:
+        raise UserError("give at least one mitigated run")
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise UserError(f"strategy name {twice!r} given twice")
+    runs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance) for r in mitigated]
+    counts = [r.counts for r in runs]
+    c = clean.counts
+    draw_clean, draw_mit, draw_note = _draws(c, counts, settings.seed)
+    boot = bootstrap_gaps(
+        c.correct, c.samples,
+        np.stack([r.correct for r in counts]), np.stack([r.samples for r in counts]),
+        names=names, bins=settings.bins, n_boot=max(settings.bootstrap, 1),
+        level=settings.level, seed=settings.seed, within_questions=settings.within_questions,
+        draw_clean=draw_clean, draw_mitigated=draw_mit,
+    )
+    other = int(np.median(np.concatenate([r.samples for r in counts])))
+    floor = noise_floor(
+        c.correct, c.samples,
+        other_samples=None if other == int(np.median(c.samples)) else other,
+        bins=settings.bins, n_sim=settings.noise_sims, seed=settings.seed,
+    )
+    best = min(names, key=lambda n: boot.estimates[names.index(n)].sa_ppg)
+    comparisons = tuple(
+        compare(boot, name, best, metric=metric)
+        for metric in ("sa_ppg", "a_ppg")
+        for name in names
+        if name != best and settings.bootstrap > 0
+    )
+    reruns = {}
+    if settings.within_questions:  # sampling noise matters here: say where a rerun would read
+        reruns = {
+            run.name: rerun_interval(c.correct, c.samples, run.counts.correct,
+                                     run.counts.samples, bins=settings.bins,
+                                     n_sim=max(settings.noise_sims, 2), level=settings.level,
+                                     seed=settings.seed)
+            for run in runs
+        }
+    return Scorecard(settings, clean, tuple(runs), boot, draw_note, floor, best, comparisons,
+                     reruns)

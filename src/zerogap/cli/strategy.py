@@ -1,0 +1,51 @@
+"""``zerogap strategy``: list the registered strategies and show one's settings."""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLES = """examples:
+  zerogap strategy list
+  zerogap strategy show railcap
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "strategy", help="list strategies, show their settings",
+        description="Inspect the registered mitigation strategies and their --set settings.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="names of the registered strategies").set_defaults(func=_list)
+    show = actions.add_parser("show", help="a strategy's settings, defaults and readout")
+    show.add_argument("name", help="strategy name (see 'zerogap strategy list')")
+    show.set_defaults(func=_show)
+
+
+def _list(args) -> int:
+    from zerogap.strategies import strategy_class, strategy_names
+
+    for name in strategy_names():
+        print(f"{name:14} {_summary(strategy_class(name))}")
+    return 0
+
+
+def _show(args) -> int:
+    from zerogap.config import describe
+    from zerogap.strategies import get_strategy
+
+    strategy = get_strategy(args.name)
+    needs = [what for what, flag in (("greedy decodes", strategy.needs_greedy),
+                                     ("greedy entropies", strategy.needs_entropy)) if flag]
+    print(f"# strategy {args.name}: {_summary(type(strategy))}")
+    print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}")
+    print("# settings (--set KEY=VALUE), with this strategy's defaults:")
+    defaults = strategy.config.to_dict()
+    for line, key in zip(describe(type(strategy.config)), defaults, strict=True):
+        print(f"{line}  [{args.name}: {defaults[key]!r}]")
+    return 0
+
+
+def _summary(cls: type) -> str:
+    return (cls.__doc__ or "").strip().splitlines()[0]

@@ -1,0 +1,297 @@
+"""The one config style: frozen dataclasses that validate themselves, JSON round trips, and
+conversion of command-line strings by each field's declared type.
+
+A config is a frozen dataclass with :class:`JsonConfig` mixed in. Each field declares its type
+(``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, optionals, tuples) and, in its
+metadata, its help text and bounds (``min``, ``gt``, ``max``); :func:`check_fields` enforces
+them on construction, raising :class:`~zerogap.errors.UserError` naming the field.
+:func:`from_strings` turns ``KEY=VALUE`` strings (``--set``, ``--task-option``) into typed
+keyword arguments (after :func:`parse_pairs` splits them, the one parser of ``KEY=VALUE``
+items) for any config or any factory with annotated keyword parameters (tasks), so every
+option everywhere is converted and refused the same way. :func:`describe` generates the
+option help from the declarations.
+
+Plain dataclasses rather than pydantic: the configs are few and small, the checks they need are
+ranges and choices, and the core must import nothing beyond numpy.
+
+>>> from dataclasses import dataclass, field
+>>> from typing import Literal
+>>> @dataclass(frozen=True)
+... class Demo(JsonConfig):
+...     n: int = field(default=4, metadata={"help": "window", "min": 1})
+...     mode: Literal["cap", "ban"] = "cap"
+>>> Demo(**from_strings(Demo, {"n": "3", "mode": "ban"}, owner="demo"))
+Demo(n=3, mode='ban')
+>>> from_strings(Demo, {"mode": "clip"}, owner="demo")
+Traceback (most recent call last):
+...
+zerogap.errors.UserError: demo: mode must be one of 'cap', 'ban', got 'clip'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Self
+
+from zerogap.errors import UserError
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+_NONES = {"none", "null"}
+
+
+class JsonConfig:
+    """Mixin for frozen dataclass configs: declared checks, JSON that re-validates on load.
+
+    ``__post_init__`` runs :func:`check_fields`; a config with further checks extends it
+    (calling ``super().__post_init__()`` first).
+    """
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-serialisable)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    def to_json(self) -> str:
+        """The fields as a JSON object with sorted keys."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Rebuild from ``to_dict`` output; unknown keys raise :class:`UserError` naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(
+                f"{cls.__name__}: unknown field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """Rebuild from ``to_json`` output."""
+        return cls.from_dict(json.loads(text))
+
+
+def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
+    """Raise :class:`UserError` unless ``value`` is an int (not a bool) ``>= minimum``.
+
+    For arguments that are not config fields (a config declares ``min`` instead).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_fields(config: Any) -> None:
+    """Check every field of a config against its declared type and constraints.
+
+    Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
+    ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
+    sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
+    ``max`` (<=). Raises :class:`UserError` naming ``Class.field``, what it must be, and the value.
+    """
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        where = f"{type(config).__name__}.{f.name}"
+        kind = hints[f.name]
+        inner = _optional_inner(kind)
+        if inner is not None:
+            if value is None:
+                continue
+            kind = inner
+        if typing.get_origin(kind) is tuple:
+            if isinstance(value, str) or not isinstance(value, tuple | list):
+                raise UserError(f"{where} must be a list, got {value!r}")
+            object.__setattr__(config, f.name, _tuples(list(value)))
+            continue
+        choices = _literal_choices(kind)
+        if choices is not None:
+            if value not in choices:
+                raise UserError(f"{where} must be one of {_show(choices)}, got {value!r}")
+            continue
+        if not _is_instance(value, kind) or (kind in (int, float)
+                                             and not _within(value, f.metadata)):
+            raise UserError(f"{where} must be {_NOUNS.get(kind, _type_name(kind))}"
+                            f"{_bounds(f.metadata)}, got {value!r}")
+
+
+_NOUNS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _is_instance(value: Any, kind: Any) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def _within(value: float, meta: Mapping[str, Any]) -> bool:
+    return (("min" not in meta or value >= meta["min"])
+            and ("gt" not in meta or value > meta["gt"])
+            and ("max" not in meta or value <= meta["max"]))
+
+
+def _bounds(meta: Mapping[str, Any]) -> str:
+    low = f">= {meta['min']}" if "min" in meta else f"> {meta['gt']}" if "gt" in meta else ""
+    high = f"<= {meta['max']}" if "max" in meta else ""
+    return " " + " and ".join(b for b in (low, high) if b) if low or high else ""
+
+
+def parameters(target: Callable[..., Any]) -> dict[str, tuple[Any, Any, str]]:
+    """``{name: (type, default, help)}`` of a dataclass's fields or a factory's keyword parameters.
+
+    ``default`` is :data:`inspect.Parameter.empty` for a required one.
+    """
+    if dataclasses.is_dataclass(target):
+        hints = typing.get_type_hints(target)
+        out = {}
+        for f in dataclasses.fields(target):
+            default = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
+            bounds = _bounds(f.metadata).strip()
+            help_text = f.metadata.get("help", "") + (f" ({bounds})" if bounds else "")
+            out[f.name] = (hints[f.name], default, help_text)
+        return out
+    init = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
+    hints = typing.get_type_hints(init)
+    return {
+        name: (hints.get(name, str), p.default, "")
+        for name, p in inspect.signature(init).parameters.items()
+        if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+
+
+def check_names(target: Callable[..., Any], given: Mapping[str, Any], *, owner: str,
+                option: str) -> None:
+    """Raise :class:`UserError` for a name ``target`` does not take or a required one missing."""
+    known = parameters(target)
+    for name in given:
+        if name not in known:
+            raise UserError(
+                f"{owner} has no option {name!r}; known: {', '.join(sorted(known)) or 'none'}"
+            )
+    missing = [n for n, (_, default, _) in known.items()
+               if default is inspect.Parameter.empty and n not in given]
+    if missing:
+        raise UserError(f"{owner} needs {option} {missing[0]}=VALUE")
+
+
+def parse_pairs(option: str, items: Sequence[str], *, what: str = "KEY=VALUE") -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``, in order; a malformed or repeated key is a
+    :class:`UserError` naming ``option``.
+
+    >>> parse_pairs("--set", ["n=4", "mode=ban"])
+    {'n': '4', 'mode': 'ban'}
+    >>> parse_pairs("--set", ["n=4", "n=5"])
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.UserError: --set n: given twice
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise UserError(f"{option} expects {what}, got {item!r}")
+        if key in out:
+            raise UserError(f"{option} {key}: given twice")
+        out[key] = value.strip()
+    return out
+
+
+def from_strings(target: Callable[..., Any], pairs: Mapping[str, str], *, owner: str,
+                 option: str = "--set") -> dict[str, Any]:
+    """Typed keyword arguments for ``target`` from ``{name: text}``, converted by declared type.
+
+    ``int``, ``float``, ``bool`` (true/false/yes/no/1/0), ``str``, ``Literal[...]`` and optionals
+    (``none``/``null`` for None) convert directly; any other type is read as JSON. Unknown names,
+    missing required ones and unconvertible values raise :class:`UserError` naming ``owner``,
+    the field and what it accepts.
+    """
+    check_names(target, pairs, owner=owner, option=option)
+    known = parameters(target)
+    return {name: _convert(text, known[name][0], f"{owner}: {name}") for name, text in
+            pairs.items()}
+
+
+def describe(target: Callable[..., Any]) -> list[str]:
+    """One line per field or option: ``name  type  (default ...)  help``, for generated help."""
+    lines = []
+    for name, (kind, default, help_text) in parameters(target).items():
+        shown = "required" if default is inspect.Parameter.empty else f"default {default!r}"
+        lines.append(f"{name:16} {_type_name(kind):24} {shown:20} {help_text}".rstrip())
+    return lines
+
+
+def _literal_choices(kind: Any) -> tuple | None:
+    return typing.get_args(kind) if typing.get_origin(kind) is Literal else None
+
+
+def _show(choices: tuple) -> str:
+    return ", ".join(repr(c) for c in choices)
+
+
+def _optional_inner(kind: Any) -> Any | None:
+    """``X`` for ``X | None`` (or ``Optional[X]``), else None."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(kind)) == 2:
+            return args[0]
+    return None
+
+
+def _type_name(kind: Any) -> str:
+    inner = _optional_inner(kind)
+    if inner is not None:
+        return f"{_type_name(inner)} or none"
+    choices = _literal_choices(kind)
+    if choices is not None:
+        return " | ".join(str(c) for c in choices)
+    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
+
+
+def _convert(text: str, kind: Any, where: str) -> Any:
+    inner = _optional_inner(kind)
+    if inner is not None:
+        return None if text.strip().lower() in _NONES else _convert(text, inner, where)
+    choices = _literal_choices(kind)
+    if choices is not None:
+        for choice in choices:
+            if str(choice) == text:
+                return choice
+        raise UserError(f"{where} must be one of {_show(choices)}, got {text!r}")
+    if kind is bool:
+        if text.lower() in _BOOLS:
+            return _BOOLS[text.lower()]
+        raise UserError(f"{where} must be true or false, got {text!r}")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise UserError(f"{where} must be an integer, got {text!r}") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise UserError(f"{where} must be a number, got {text!r}") from None
+    if kind is str:
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise UserError(f"{where} must be JSON of type {_type_name(kind)}, got {text!r}") from None
+    return _tuples(value) if typing.get_origin(kind) is tuple else value
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

@@ -1,0 +1,78 @@
+"""The import rules of DESIGN.md, checked on the package as it is.
+
+Dynamic checks import modules in a fresh interpreter and look at ``sys.modules``; static ones
+read every source file's imports and calls with :mod:`ast`.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "zerogap"
+
+# Reading, scoring and reporting: never torch (nor anything that pulls it in).
+CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.readout", "zerogap.io",
+        "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.metrics",
+        "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
+        "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score")
+MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")
+DECODING_CORES = ("zerogap.decoding.railcap", "zerogap.decoding.blocking", "zerogap.decoding.ted")
+
+
+def _loaded_after_import(modules):
+    code = (f"import importlib, sys; [importlib.import_module(m) for m in {list(modules)!r}]; "
+            "print(' '.join(sorted(m for m in sys.modules if '.' not in m)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"PYTHONPATH": str(SRC)}, check=True)
+    return set(result.stdout.split())
+
+
+def test_the_core_loads_no_model_library():
+    loaded = _loaded_after_import(CORE)
+    assert loaded.isdisjoint(MODEL_LIBRARIES), loaded & set(MODEL_LIBRARIES)
+
+
+def test_decoding_cores_load_neither_transformers_nor_vllm():
+    loaded = _loaded_after_import(DECODING_CORES)
+    assert "transformers" not in loaded and "vllm" not in loaded
+
+
+def _sources():
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_static_rules(path):
+    module = _module(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imports = _imports(tree)
+    if module.startswith("zerogap.engine"):
+        # The engine runs prompts; it knows neither strategies nor tasks nor runs.
+        banned = {"zerogap.strategies", "zerogap.tasks", "zerogap.runs"}
+        assert not [i for i in imports for b in banned if i == b or i.startswith(b + ".")]
+    if not module.startswith("zerogap.cli") and module != "zerogap.__main__":
+        # Only the command line prints; everything else returns values or raises.
+        prints = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and isinstance(n.func, ast.Name) and n.func.id == "print"]
+        assert not prints, f"{module} prints on lines {prints}"
+        # No module outside the command line imports from it (no cycle back into cli).
+        assert not any(i == "zerogap.cli" or i.startswith("zerogap.cli.") for i in imports)
