@@ -16,9 +16,11 @@ PACKAGE = SRC / "zerogap"
 
 # Reading, scoring and reporting: never torch (nor anything that pulls it in).
 CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.readout", "zerogap.io",
-        "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.metrics",
+        "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.io.lmeval",
+        "zerogap.metrics",
         "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
-        "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score")
+        "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
+        "zerogap.cli.lmeval")
 MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")
 DECODING_CORES = ("zerogap.decoding.railcap", "zerogap.decoding.blocking", "zerogap.decoding.ted")
 

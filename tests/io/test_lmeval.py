@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from zerogap.io.lmeval import check_same_documents, is_lmeval_record, read_lmeval
+from zerogap.errors import DataError
+from zerogap.io.lmeval import check_same_documents, is_lmeval_log, is_lmeval_record, read_lmeval
 from zerogap.tasks.extract import parse_gold
 
 
@@ -57,7 +58,7 @@ def test_counts_from_all_raw_responses_grouped_by_document(docs, tmp_path):
     assert log.counts.correct.tolist() == right
     assert log.counts.samples.tolist() == [4] * 6 and log.repeats == 4
     assert log.counts.first.tolist() == [int(r > 0) for r in right]
-    assert is_lmeval_record(json.loads(path.read_text().splitlines()[0]))
+    assert is_lmeval_record(json.loads(path.read_text().splitlines()[0])) and is_lmeval_log(path)
 
 
 def test_harness_modes_reproduce_the_harness(docs, tmp_path):
@@ -72,11 +73,12 @@ def test_harness_modes_reproduce_the_harness(docs, tmp_path):
 
 def test_refusals_name_the_file_and_line(docs, tmp_path):
     one = harness_log(tmp_path / "one.jsonl", docs[:2], [["The answer is 1."]] * 2)
-    with pytest.raises(ValueError, match=r"one.jsonl:1: one response per document \(repeats = 1\)"):
+    with pytest.raises(DataError, match=r"one.jsonl:1: one response per document \(repeats = 1\)"):
         read_lmeval(one)
     counts = tmp_path / "counts.jsonl"
     counts.write_text('{"id": "q", "correct": 1, "samples": 2}\n')
-    with pytest.raises(ValueError, match="counts.jsonl:1: not an lm-evaluation-harness sample "
+    assert not is_lmeval_log(counts) and not is_lmeval_log(tmp_path)
+    with pytest.raises(DataError, match="counts.jsonl:1: not an lm-evaluation-harness sample "
                                          "record .missing doc_hash, doc_id, resps, target."):
         read_lmeval(counts)
     good = harness_log(tmp_path / "good.jsonl", docs[:2], responses_with(docs[:2], [1, 2]))
@@ -84,12 +86,12 @@ def test_refusals_name_the_file_and_line(docs, tmp_path):
     edited = json.loads(lines[3])
     edited["resps"] = [["other"] * 4]
     (tmp_path / "torn.jsonl").write_text("\n".join([*lines[:3], json.dumps(edited)]))
-    with pytest.raises(ValueError, match="torn.jsonl:4: doc_id 1 differs from its line 2 .resps."):
+    with pytest.raises(DataError, match="torn.jsonl:4: doc_id 1 differs from its line 2 .resps."):
         read_lmeval(tmp_path / "torn.jsonl")
     uneven = [["The answer is 1."] * 4, ["The answer is 1."] * 3]
-    with pytest.raises(ValueError, match="doc_id 1 has 3 responses, earlier documents 4"):
+    with pytest.raises(DataError, match="doc_id 1 has 3 responses, earlier documents 4"):
         read_lmeval(harness_log(tmp_path / "uneven.jsonl", docs[:2], uneven))
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(DataError, match="no such file"):
         read_lmeval(tmp_path / "absent.jsonl")
 
 
@@ -101,9 +103,43 @@ def test_two_logs_must_hold_the_same_documents(docs, tmp_path):
     changed[3]["question"] += " (revised)"
     other = read_lmeval(harness_log(tmp_path / "rev.jsonl", changed,
                                     responses_with(docs, [2] * 6)))
-    with pytest.raises(ValueError, match="doc_hash of 1 documents differs .* doc_id 3"):
+    with pytest.raises(DataError, match="doc_hash of 1 documents differs .* doc_id 3"):
         check_same_documents(clean, other)
     fewer = read_lmeval(harness_log(tmp_path / "few.jsonl", docs[:4],
                                     responses_with(docs[:4], [2] * 4)))
-    with pytest.raises(ValueError, match="documents differ .* 2 only in the first"):
+    with pytest.raises(DataError, match="documents differ .* 2 only in the first"):
         check_same_documents(clean, fewer)
+
+
+def test_score_and_import_read_harness_logs(docs, tmp_path, capsys):
+    from zerogap.cli import main
+    from zerogap.io.counts import read_counts
+
+    right_clean, right_rail = [0, 1, 2, 3, 4, 2], [1, 1, 2, 2, 4, 0]
+    clean = harness_log(tmp_path / "samples_clean.jsonl", docs, responses_with(docs, right_clean))
+    rail = harness_log(tmp_path / "samples_rail.jsonl", docs, responses_with(docs, right_rail))
+    out = tmp_path / "scores.json"
+    argv = ["score", "--clean", str(clean), "--mitigated", f"railcap={rail}", "--bootstrap",
+            "50", "--noise-sims", "20", "--json", str(out)]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    expected = sum(abs(a - b) for a, b in zip(right_clean, right_rail, strict=True)) / 4 / 6
+    assert result["strategies"]["railcap"]["a_ppg"]["estimate"] == pytest.approx(expected)
+    assert result["inputs"]["clean"]["lmeval"] == {"repeats": 4, "grading": "anchor"}
+
+    changed = [dict(d) for d in docs]
+    changed[2]["question"] += " (revised)"
+    other = harness_log(tmp_path / "samples_rev.jsonl", changed, responses_with(docs, [1] * 6))
+    capsys.readouterr()
+    assert main(["score", "--clean", str(clean), "--mitigated", f"x={other}"]) == 2
+    err = capsys.readouterr().err
+    assert "doc_hash of 1 documents differs" in err and len(err.strip().splitlines()) == 1
+
+    counts = tmp_path / "clean-counts.jsonl"
+    assert main(["import", str(clean), "--counts", str(counts)]) == 0
+    read = read_counts(counts)
+    assert read.correct.tolist() == [0, 1, 2, 3, 4, 2] and read.samples.tolist() == [4] * 6
+    assert read.provenance["lmeval"]["repeats"] == 4
+    one = harness_log(tmp_path / "one.jsonl", docs[:2], [["The answer is 1."]] * 2)
+    assert main(["import", str(one), "--counts", str(tmp_path / "x.jsonl")]) == 2
+    assert "repeats = 1" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()

@@ -32,6 +32,7 @@ from zerogap import __version__
 from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
+from zerogap.io.lmeval import LmevalLog, check_same_documents, is_lmeval_log, read_lmeval
 from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
@@ -73,11 +74,15 @@ class ScoreSettings(JsonConfig):
 
 @dataclass(frozen=True)
 class ScoredRun:
-    """One input of a scorecard: a name, its per-question counts and where they came from."""
+    """One input of a scorecard: a name, its per-question counts and where they came from.
+
+    ``lmeval`` holds the harness log it was read from (its documents' hashes), if it was one.
+    """
 
     name: str
     counts: QuestionCounts
     provenance: dict[str, Any]
+    lmeval: LmevalLog | None = None
 
 
 @dataclass(frozen=True)
@@ -137,13 +142,19 @@ class Scorecard:
         }
 
 
-def load_input(name: str, path: str | Path) -> ScoredRun:
-    """A scorecard input from a counts file or a run directory (read under its readout).
+def load_input(name: str, path: str | Path, *, lmeval_grading: str = "anchor") -> ScoredRun:
+    """A scorecard input from a counts file, a run directory (read under its readout) or an
+    lm-evaluation-harness sample log (its raw responses graded with ``lmeval_grading``).
 
     A run directory contributes its stored configuration as provenance; a counts file its path,
-    digest and the provenance header ``zerogap runs export`` writes into it, if any.
+    digest and the provenance header ``zerogap runs export`` writes into it, if any; a harness
+    log its path, digest, repeats and grading mode.
     """
     path = Path(path)
+    if path.is_file() and is_lmeval_log(path):
+        log = read_lmeval(path, mode=lmeval_grading)
+        return ScoredRun(name, log.counts, file_record(path, lmeval={
+            "repeats": log.repeats, "grading": lmeval_grading}), log)
     if path.is_dir():
         if not (path / DB_NAME).is_file():
             raise DataError(f"{path}: a directory without a run store ({DB_NAME})")
@@ -186,6 +197,9 @@ def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings)
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise UserError(f"strategy name {twice!r} given twice")
+    for run in mitigated:
+        if clean.lmeval is not None and run.lmeval is not None:
+            check_same_documents(clean.lmeval, run.lmeval)
     runs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance) for r in mitigated]
     counts = [r.counts for r in runs]
     c = clean.counts

@@ -26,6 +26,7 @@ __all__ = ["COMMAND_MODULES", "UserError", "build_parser", "main"]
 # Command modules, in the order ``zerogap --help`` lists them.
 COMMAND_MODULES = (
     "zerogap.cli.score",
+    "zerogap.cli.lmeval",
     "zerogap.cli.task",
     "zerogap.cli.strategy",
     "zerogap.cli.run",

@@ -18,6 +18,7 @@ from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
 from zerogap.config import parse_pairs
 from zerogap.io.files import atomic_write, check_output
 from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES
+from zerogap.tasks.extract import check_mode
 
 COLUMNS = {
     "g_ap": "G-AP",
@@ -41,7 +42,8 @@ def register(subparsers) -> None:
         "--mitigated identity=id.jsonl --json scores.json",
     )
     p.add_argument("--clean", required=True, metavar="FILE|RUN_DIR",
-                   help="per-question outcomes (counts file or run directory) of the clean model")
+                   help="per-question outcomes of the clean model: a counts file, a run "
+                        "directory, or an lm-evaluation-harness samples_*.jsonl log")
     p.add_argument(
         "--mitigated",
         required=True,
@@ -62,6 +64,9 @@ def register(subparsers) -> None:
     p.add_argument("--noise-sims", type=int, default=2000, help="noise-floor simulations")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and draws")
     p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    p.add_argument("--lmeval-grading", default="anchor", metavar="MODE",
+                   help="grader of lm-evaluation-harness logs' raw responses: anchor (default), "
+                        "lmeval-strict, lmeval-strict-hash or lmeval-flexible")
     p.set_defaults(func=run)
 
 
@@ -76,8 +81,11 @@ def run(args) -> int:
                              seed=args.seed)
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
     out = None if args.json is None else check_output(args.json, "--json")
-    clean = load_input("clean", args.clean)
-    card = score(clean, [load_input(name, path) for name, path in pairs.items()], settings)
+    check_mode(args.lmeval_grading)
+    clean = load_input("clean", args.clean, lmeval_grading=args.lmeval_grading)
+    mitigated = [load_input(name, path, lmeval_grading=args.lmeval_grading)
+                 for name, path in pairs.items()]
+    card = score(clean, mitigated, settings)
     print(render_table(card))
     if out is not None:
         with atomic_write(out) as handle:

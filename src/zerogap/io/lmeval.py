@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from zerogap.errors import DataError
 from zerogap.io.counts import QuestionCounts
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.extract import check_mode, grade_response, parse_gold
@@ -34,6 +34,18 @@ SIGNATURE = frozenset({"doc_id", "resps", "target", "doc_hash"})
 def is_lmeval_record(record: dict) -> bool:
     """Whether ``record`` is a line of an lm-evaluation-harness ``--log_samples`` file."""
     return record.keys() >= SIGNATURE
+
+
+def is_lmeval_log(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a JSON Lines file whose first record is a harness sample record.
+
+    Anything unreadable answers False; the reader then chosen reports the problem.
+    """
+    try:
+        first = next(read_jsonl(path), None)
+    except DataError:
+        return False
+    return first is not None and is_lmeval_record(first[1])
 
 
 @dataclass(frozen=True)
@@ -54,9 +66,9 @@ def _responses(record: dict, where: str) -> list[str]:
     if isinstance(resps, list) and len(resps) == 1 and isinstance(resps[0], list):
         resps = resps[0]  # generation requests log one list of K responses per request
     if not isinstance(resps, list) or not all(isinstance(r, str) for r in resps):
-        raise ValueError(f"{where}: 'resps' must hold a list of response strings")
+        raise DataError(f"{where}: 'resps' must hold a list of response strings")
     if not resps:
-        raise ValueError(f"{where}: 'resps' holds no response")
+        raise DataError(f"{where}: 'resps' holds no response")
     return resps
 
 
@@ -78,7 +90,7 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
 
     Raises
     ------
-    ValueError
+    DataError
         One line naming the file and the line: a record that is not a harness record, a missing
         field, a document whose lines disagree (responses or hash), documents with different K,
         or K = 1 (one response per document has no solve probability).
@@ -95,9 +107,6 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
     (('0',), [2], [3], 3)
     """
     check_mode(mode)
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
     seen: dict[str, tuple[int, list[str], str]] = {}  # doc id -> (line, responses, doc_hash)
     ids: list[str] = []
     correct: list[int] = []
@@ -107,7 +116,7 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
         where = f"{path}:{line_no}"
         if not is_lmeval_record(record):
             missing = ", ".join(sorted(SIGNATURE - record.keys()))
-            raise ValueError(f"{where}: not an lm-evaluation-harness sample record "
+            raise DataError(f"{where}: not an lm-evaluation-harness sample record "
                              f"(missing {missing})")
         doc_id = str(record["doc_id"])
         responses = _responses(record, where)
@@ -115,31 +124,31 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
         if doc_id in seen:  # the same document under another filter
             line, earlier, earlier_hash = seen[doc_id]
             if responses != earlier or doc_hash != earlier_hash:
-                raise ValueError(f"{where}: doc_id {doc_id} differs from its line {line} "
+                raise DataError(f"{where}: doc_id {doc_id} differs from its line {line} "
                                  f"({'doc_hash' if doc_hash != earlier_hash else 'resps'})")
             continue
         if repeats is None:
             repeats = len(responses)
             if repeats == 1:
-                raise ValueError(
+                raise DataError(
                     f"{where}: one response per document (repeats = 1): a solve probability "
                     "needs several; rerun the harness with repeats > 1 and --log_samples"
                 )
         elif len(responses) != repeats:
-            raise ValueError(f"{where}: doc_id {doc_id} has {len(responses)} responses, "
+            raise DataError(f"{where}: doc_id {doc_id} has {len(responses)} responses, "
                              f"earlier documents {repeats}")
         target = record["target"]
         try:
             gold = parse_gold(str(target))
         except ValueError as err:
-            raise ValueError(f"{where}: target of doc_id {doc_id}: {err}") from None
+            raise DataError(f"{where}: target of doc_id {doc_id}: {err}") from None
         grades = [grade_response(r, gold, mode=mode).correct for r in responses]
         seen[doc_id] = (line_no, responses, doc_hash)
         ids.append(doc_id)
         correct.append(sum(grades))
         first.append(int(grades[0]))
     if not ids:
-        raise ValueError(f"{path}: empty file: no documents")
+        raise DataError(f"{path}: empty file: no documents")
     counts = QuestionCounts(
         path=str(path), ids=tuple(ids), correct=np.asarray(correct, dtype=np.int64),
         samples=np.full(len(ids), repeats, dtype=np.int64),
@@ -149,7 +158,8 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
 
 
 def check_same_documents(reference: LmevalLog, other: LmevalLog) -> None:
-    """Raise ``ValueError`` unless both logs hold the same documents with the same hashes.
+    """Raise :class:`~zerogap.errors.DataError` unless both logs hold the same documents with
+    the same hashes.
 
     Documents are matched by ``doc_id``; a hash that differs means the two runs saw different
     text under the same id (another dataset revision or prompt), so their gaps would be
@@ -159,10 +169,10 @@ def check_same_documents(reference: LmevalLog, other: LmevalLog) -> None:
     only_ref = sorted(set(reference.doc_hash) - set(other.doc_hash))
     only_oth = sorted(set(other.doc_hash) - set(reference.doc_hash))
     if only_ref or only_oth:
-        raise ValueError(f"{oth}: documents differ from {ref}: {len(only_ref)} only in the "
+        raise DataError(f"{oth}: documents differ from {ref}: {len(only_ref)} only in the "
                          f"first, {len(only_oth)} only in the second "
                          f"(e.g. {(only_ref or only_oth)[0]})")
     differ = [d for d, h in reference.doc_hash.items() if other.doc_hash[d] != h]
     if differ:
-        raise ValueError(f"{oth}: doc_hash of {len(differ)} documents differs from {ref} "
+        raise DataError(f"{oth}: doc_hash of {len(differ)} documents differs from {ref} "
                          f"(first: doc_id {differ[0]}): the runs did not see the same documents")
