@@ -82,7 +82,7 @@ def blocking_settings(params: SamplingParams) -> int | None:
     args = _arguments(params, BLOCKING_KEY)
     if args is None:
         return None
-    count = args.get("count")
+    count = args.get("count", -1)
     if set(args) != {"count"} or not _is_int(count) or count < 0:
         raise ValueError("extra_args['lne_blocking'] must be {'count': integer >= 0}, "
                          f"got {args!r}")
@@ -165,8 +165,8 @@ class RailCapProcessor(_PerRequestProcessor):
                 trajectory, lengths = pad_trajectories(
                     [self.rows[i].settings[0] for i in indices], self.device
                 )
-                index = torch.tensor(indices, dtype=torch.long, device=self.device)
-                self.batches[key] = (index, trajectory, lengths)
+                batch_index = torch.tensor(indices, dtype=torch.long, device=self.device)
+                self.batches[key] = (batch_index, trajectory, lengths)
             self.changed = False
         # The last n generated tokens, -1 where a row has fewer (such rows never match).
         self.recent = {
@@ -194,7 +194,8 @@ class LNEBlockingProcessor(_PerRequestProcessor):
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
         super().__init__(vllm_config, device, is_pin_memory)
-        self.index = self.counts = self.lengths = None
+        empty = torch.zeros(0, dtype=torch.long, device=device)
+        self.index, self.counts, self.lengths = empty, empty, empty  # (A,) each
 
     def prepare_step(self) -> None:
         indices = sorted(self.rows)

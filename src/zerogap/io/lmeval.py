@@ -147,7 +147,7 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
         ids.append(doc_id)
         correct.append(sum(grades))
         first.append(int(grades[0]))
-    if not ids:
+    if repeats is None:
         raise DataError(f"{path}: empty file: no documents")
     counts = QuestionCounts(
         path=str(path), ids=tuple(ids), correct=np.asarray(correct, dtype=np.int64),

@@ -1,0 +1,178 @@
+"""The vLLM backend: the same contract as the HF engine, on ``vllm.LLM`` (imported lazily).
+
+Each question is one request with ``n = m`` (vLLM shares the prompt's KV cache between the m
+children and, with prefix caching, the few-shot prefix between questions). Request seeds are
+spaced so that no two questions share samples: vLLM gives child ``i`` the seed ``s + i``, and
+question ``q`` gets ``s = request_seed(seed, q)``, a hash of (seed, question id) times 2^16, so the
+ranges ``[s, s + m)`` of two questions never overlap for m <= 65,536. RailCap and LNE-blocking run
+as vLLM logits processors (:mod:`zerogap.decoding.vllm`) driven through
+``SamplingParams.extra_args``; shortcut patching (activation hooks) and full-vocabulary greedy
+entropies are what vLLM cannot give, and are refused by the capabilities.
+
+Reproducibility: a vLLM sample is a function of its request seed and of the logits, and vLLM does
+not promise that logits are independent of how requests are batched (``VLLM_BATCH_INVARIANT=1``
+asks for batch-invariant kernels where vLLM has them). So a resumed vLLM run draws the same
+samples only up to that; the HF engine's per-row noise is a different scheme, and a run store
+records which backend made it and refuses a resume with the other one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.hf import Generation
+
+VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=False)
+SEED_SPACING = 1 << 16  # most samples per question with disjoint seed ranges
+QUESTIONS_PER_CALL = 32  # questions per generate call: results are stored after each call
+
+
+def request_seed(seed: int, question_id: str) -> int:
+    """The vLLM request seed of a question: ``hash(seed, id) * 2^16`` (< 2^63).
+
+    Examples
+    --------
+    >>> request_seed(0, "test-1") % SEED_SPACING, request_seed(0, "test-1") < 2**63
+    (0, True)
+    >>> request_seed(0, "test-1") != request_seed(1, "test-1")
+    True
+    """
+    digest = hashlib.blake2b(f"{seed}\0{question_id}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 17) * SEED_SPACING
+
+
+def _extra_args(intervention: Any, question: int) -> dict | None:
+    """The logits processors' per-request arguments for one question, from the engine hooks."""
+    if intervention is None:
+        return None
+    from zerogap.decoding.blocking import LNEBlockingHook
+    from zerogap.decoding.railcap import RailCapHook
+
+    if isinstance(intervention, RailCapHook):
+        length = int(intervention.traj_len[question])
+        trajectory = intervention.trajectory[question, :length].tolist()
+        return {"railcap": {"trajectory": trajectory, "n": intervention.config.n,
+                            "mode": intervention.config.mode}}
+    if isinstance(intervention, LNEBlockingHook):
+        return {"lne_blocking": {"count": int(intervention.counts[question])}}
+    raise ValueError(f"the vLLM backend cannot run the intervention {type(intervention).__name__}")
+
+
+class VLLMBackend:
+    """The backend contract (:class:`~zerogap.engine.base.Backend`) on a ``vllm.LLM``.
+
+    Build it with :meth:`load`, or wrap an ``LLM`` you already have.
+    """
+
+    name = "vllm"
+    noise = "vllm-request-seed-v1"
+    capabilities = VLLM_CAPABILITIES
+
+    def __init__(self, llm) -> None:
+        self.llm = llm
+        self.tokenizer = llm.get_tokenizer()
+        self.generated = 0
+
+    @classmethod
+    def load(cls, model: str, *, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
+             dtype: str = "auto", **engine_args) -> VLLMBackend:
+        """Start vLLM on ``model``.
+
+        Parameters
+        ----------
+        model : str
+            A model folder or hub id vLLM loads (``zerogap.models.model_folder`` turns zerogap's
+            specs, adapters included, into one).
+        tensor_parallel_size, pipeline_parallel_size : int
+            As for ``vllm.LLM``; multi-node runs go through vLLM's own executor (Ray).
+        dtype : str
+            As for ``vllm.LLM`` (``"auto"``, ``"float32"``, ``"bfloat16"``).
+        engine_args
+            Passed on to ``vllm.LLM`` (for example ``max_model_len``).
+        """
+        # The logits processors implement vLLM's V1 interface; Model Runner V2 rejects it.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+        from vllm import LLM
+
+        return cls(LLM(model=model, tensor_parallel_size=tensor_parallel_size,
+                       pipeline_parallel_size=pipeline_parallel_size, dtype=dtype,
+                       enable_prefix_caching=True, **engine_args))
+
+    def _params(self, spec: SamplingSpec, *, n: int, temperature: float, seed: int | None,
+                extra_args: dict | None):
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            n=n, temperature=temperature, top_k=spec.top_k or -1, top_p=spec.top_p or 1.0,
+            max_tokens=spec.max_new_tokens, stop=list(spec.stop) or None, seed=seed,
+            extra_args=extra_args,
+        )
+
+    def _generation(self, completion) -> Generation:
+        token_ids = list(completion.token_ids)
+        if completion.finish_reason == "length":
+            finish = "length"
+        elif completion.stop_reason is None or isinstance(completion.stop_reason, int):
+            finish = "eos"
+            if token_ids and token_ids[-1] in self._eos_ids():
+                token_ids = token_ids[:-1]  # as the HF engine: EOS is not part of the response
+        else:
+            finish = "stop"
+        return Generation(token_ids, completion.text, finish)
+
+    def _eos_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        config = self.llm.llm_engine.model_config.hf_config
+        configured = getattr(config, "eos_token_id", None)
+        ids.update(configured if isinstance(configured, list) else [configured])
+        return {i for i in ids if i is not None}
+
+    def _run(self, prompts: Sequence[str], params: list, on_question: Callable | None,
+             progress: bool) -> list[list[Generation]]:
+        out: list[list[Generation]] = []
+        for start in range(0, len(prompts), QUESTIONS_PER_CALL):
+            stop = start + QUESTIONS_PER_CALL
+            results = self.llm.generate(list(prompts[start:stop]), params[start:stop],
+                                        use_tqdm=progress)
+            for offset, result in enumerate(results):
+                gens = [self._generation(c) for c in sorted(result.outputs, key=lambda c: c.index)]
+                self.generated += sum(len(g.token_ids) for g in gens)
+                out.append(gens)
+                if on_question is not None:
+                    on_question(start + offset, gens)
+        return out
+
+    def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
+               intervention: Any = None, patch: Any = None, progress: bool = False,
+               on_question: Callable[[int, list], None] | None = None) -> list[list[Generation]]:
+        """``spec.m`` samples per prompt, each question one request with ``n = m``."""
+        if patch is not None:
+            raise ValueError("the vLLM backend cannot patch activations (shortcut strategy)")
+        if len(question_ids) != len(prompts):
+            raise ValueError(f"{len(question_ids)} question ids for {len(prompts)} prompts")
+        params = [self._params(spec, n=spec.m, temperature=spec.temperature,
+                               seed=request_seed(spec.seed, qid),
+                               extra_args=_extra_args(intervention, q))
+                  for q, qid in enumerate(question_ids)]
+        return self._run(prompts, params, on_question, progress)
+
+    def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,
+               patch: Any = None, progress: bool = False,
+               on_question: Callable[[int, Any], None] | None = None) -> list[Generation]:
+        """One greedy decode per prompt; no per-step entropies (vLLM returns top-k logprobs,
+        not the full next-token distribution LNE-blocking needs)."""
+        if entropies:
+            raise ValueError(
+                "vLLM gives no full-vocabulary entropies of greedy decodes (lne-blocking needs "
+                "them): make the greedy decodes with --backend hf into the --greedy-dir first"
+            )
+        if patch is not None:
+            raise ValueError("the vLLM backend cannot patch activations (shortcut strategy)")
+        params = [self._params(spec, n=1, temperature=0.0, seed=None, extra_args=None)
+                  for _ in prompts]
+        callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
+        return [gens[0] for gens in self._run(prompts, params, callback, progress)]
