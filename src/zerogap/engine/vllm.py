@@ -25,6 +25,7 @@ from typing import Any
 
 from zerogap.engine.base import Capabilities, SamplingSpec
 from zerogap.engine.hf import Generation
+from zerogap.errors import UserError
 
 VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=False)
 SEED_SPACING = 1 << 16  # most samples per question with disjoint seed ranges
@@ -59,7 +60,7 @@ def _extra_args(intervention: Any, question: int) -> dict | None:
                             "mode": intervention.config.mode}}
     if isinstance(intervention, LNEBlockingHook):
         return {"lne_blocking": {"count": int(intervention.counts[question])}}
-    raise ValueError(f"the vLLM backend cannot run the intervention {type(intervention).__name__}")
+    raise TypeError(f"the vLLM backend cannot run the intervention {type(intervention).__name__}")
 
 
 class VLLMBackend:
@@ -151,7 +152,7 @@ class VLLMBackend:
                on_question: Callable[[int, list], None] | None = None) -> list[list[Generation]]:
         """``spec.m`` samples per prompt, each question one request with ``n = m``."""
         if patch is not None:
-            raise ValueError("the vLLM backend cannot patch activations (shortcut strategy)")
+            raise UserError("the vLLM backend cannot patch activations (shortcut strategy)")
         if len(question_ids) != len(prompts):
             raise ValueError(f"{len(question_ids)} question ids for {len(prompts)} prompts")
         params = [self._params(spec, n=spec.m, temperature=spec.temperature,
@@ -166,12 +167,12 @@ class VLLMBackend:
         """One greedy decode per prompt; no per-step entropies (vLLM returns top-k logprobs,
         not the full next-token distribution LNE-blocking needs)."""
         if entropies:
-            raise ValueError(
+            raise UserError(
                 "vLLM gives no full-vocabulary entropies of greedy decodes (lne-blocking needs "
                 "them): make the greedy decodes with --backend hf into the --greedy-dir first"
             )
         if patch is not None:
-            raise ValueError("the vLLM backend cannot patch activations (shortcut strategy)")
+            raise UserError("the vLLM backend cannot patch activations (shortcut strategy)")
         params = [self._params(spec, n=1, temperature=0.0, seed=None, extra_args=None)
                   for _ in prompts]
         callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
