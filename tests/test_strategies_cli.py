@@ -6,7 +6,7 @@ import json
 import pytest
 
 from zerogap import cli
-from zerogap.patching import save_neurons
+from zerogap.pipelines.neurons import save_neurons
 from zerogap.tasks.base import Grade, Question, register_task, task_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]

@@ -6,10 +6,11 @@ import torch
 
 from zerogap import engine
 from zerogap.decoding.blocking import entropy
+from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, sample
 from zerogap.engine.base import SamplingSpec
 from zerogap.models import LoadedModel, weight_fingerprint
-from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
+from zerogap.pipelines.neurons import locate_neurons, save_neurons
 from zerogap.readout import run_counts
 from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
