@@ -7,6 +7,7 @@ import pytest
 
 from zerogap import cli
 from zerogap.pipelines.neurons import save_neurons
+from zerogap.strategies import get_strategy
 from zerogap.tasks.base import Grade, Question, register_task, task_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
@@ -86,7 +87,9 @@ def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys):
         out = tmp_path / f"{name}.jsonl"
         assert main(["runs", "export", str(run_dir), "--counts", str(out), "--jsonl",
                      str(tmp_path / f"{name}-samples.jsonl")]) == 0
-        counts[name] = [json.loads(line) for line in out.read_text().splitlines()]
+        header, *counts[name] = (json.loads(line) for line in out.read_text().splitlines())
+        assert header["provenance"]["run"]["strategy"] == name
+        assert header["provenance"]["run"]["readout"] == get_strategy(name).readout
         samples = [json.loads(line)
                    for line in (tmp_path / f"{name}-samples.jsonl").read_text().splitlines()]
         assert len(samples) == 6
