@@ -18,7 +18,8 @@ PACKAGE = SRC / "zerogap"
 CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.readout", "zerogap.io",
         "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.metrics",
         "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
-        "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score")
+        "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
+        "zerogap.engine.base")
 MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")
 DECODING_CORES = ("zerogap.decoding.railcap", "zerogap.decoding.blocking", "zerogap.decoding.ted")
 
