@@ -4,6 +4,8 @@ and `gpu` tests that skip themselves where no CUDA device is present."""
 import os
 from pathlib import Path
 
+import contextlib
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -63,6 +65,16 @@ def smol_tokenizer():
 
     path = embedded_gguf()
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@pytest.fixture
+def register_task():
+    """``register_task(cls)``: the task class is registered under ``cls.name`` for this test
+    only, instead of for the whole session."""
+    from zerogap.tasks.base import registered_task
+
+    with contextlib.ExitStack() as stack:
+        yield lambda cls: stack.enter_context(registered_task(cls.name, cls))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.readout", "zeroga
         "zerogap.metrics",
         "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
         "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
-        "zerogap.cli.lmeval")
+        "zerogap.cli.lmeval", "zerogap.engine.base")
 MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")
 DECODING_CORES = ("zerogap.decoding.railcap", "zerogap.decoding.blocking", "zerogap.decoding.ted")
 

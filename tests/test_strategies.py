@@ -9,8 +9,9 @@ from transformers import PreTrainedTokenizerFast
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
+from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.errors import DataError, StoreError, UserError
-from zerogap.patching import NeuronPatch, save_neurons
+from zerogap.pipelines.neurons import save_neurons
 from zerogap.readout import READOUTS, question_counts, readout_of
 from zerogap.store import GreedyRow
 from zerogap.strategies import (

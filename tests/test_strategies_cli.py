@@ -6,8 +6,9 @@ import json
 import pytest
 
 from zerogap import cli
-from zerogap.patching import save_neurons
-from zerogap.tasks.base import Grade, Question, register_task, task_names
+from zerogap.pipelines.neurons import save_neurons
+from zerogap.strategies import get_strategy
+from zerogap.tasks.base import Grade, Question
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -33,8 +34,6 @@ class Items:
         return {}
 
 
-if Items.name not in task_names():
-    register_task(Items.name)(Items)
 
 
 def main(argv):
@@ -64,7 +63,8 @@ def adapter(tmp_path_factory):
     return folder
 
 
-def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys):
+def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys, register_task):
+    register_task(Items)
     neurons = tmp_path / "neurons.json"
     save_neurons(neurons, [(layer, i) for layer in range(29) for i in range(0, 1536, 100)], {})
     settings = {
@@ -86,7 +86,9 @@ def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys):
         out = tmp_path / f"{name}.jsonl"
         assert main(["runs", "export", str(run_dir), "--counts", str(out), "--jsonl",
                      str(tmp_path / f"{name}-samples.jsonl")]) == 0
-        counts[name] = [json.loads(line) for line in out.read_text().splitlines()]
+        header, *counts[name] = (json.loads(line) for line in out.read_text().splitlines())
+        assert header["provenance"]["run"]["strategy"] == name
+        assert header["provenance"]["run"]["readout"] == get_strategy(name).readout
         samples = [json.loads(line)
                    for line in (tmp_path / f"{name}-samples.jsonl").read_text().splitlines()]
         assert len(samples) == 6
@@ -103,7 +105,8 @@ def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys):
                for r in counts[name])
 
 
-def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys):
+def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys, register_task):
+    register_task(Items)
     base = ["sample", "--model", "embedded", "--task", Items.name, "--run-dir",
             str(tmp_path / "r"), "--quiet", "--strategy", "railcap"]
     assert main([*base, "--set", "n=four"]) == 2

@@ -4,12 +4,13 @@ its items, and the shortcut patch inside the engine's cache handling."""
 import pytest
 import torch
 
-from zerogap import engine
 from zerogap.decoding.blocking import entropy
+from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, sample
 from zerogap.engine.base import SamplingSpec
+from zerogap.engine.hf import HFBackend
 from zerogap.models import LoadedModel, weight_fingerprint
-from zerogap.patching import NeuronPatch, locate_neurons, save_neurons
+from zerogap.pipelines.neurons import locate_neurons, save_neurons
 from zerogap.readout import run_counts
 from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
@@ -206,7 +207,7 @@ def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path
     def no_greedy(*args, **kw):
         raise AssertionError("greedy decodes must come from the store")
 
-    monkeypatch.setattr(engine, "greedy", no_greedy)
+    monkeypatch.setattr(HFBackend, "greedy", no_greedy)
     ted_store = RunStore(tmp_path / "ted")
     run("ted", loaded, ted_store, shared)
     kept = [s.stats["ted_kept"] for s in ted_store.samples()]

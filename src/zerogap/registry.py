@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from zerogap.errors import UserError
@@ -28,6 +29,15 @@ class Registry(Generic[T]):
             return item
 
         return decorate
+
+    @contextlib.contextmanager
+    def registered(self, name: str, item: T) -> Iterator[T]:
+        """Register ``item`` as ``name`` for the duration of a ``with`` block only (tests)."""
+        self.register(name)(item)
+        try:
+            yield item
+        finally:
+            del self._items[name]
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from zerogap import engine
 from zerogap.engine.base import Capabilities, SamplingSpec
-from zerogap.engine.hf import HFBackend
+from zerogap.engine.hf import Generation, HFBackend
 from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.provenance import package_versions
@@ -129,7 +128,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         max_new_tokens=spec.max_new_tokens, max_batch=max_batch, progress=progress,
     )
 
-    def write(i: int, generations: list[engine.Generation]) -> None:
+    def write(i: int, generations: list[Generation]) -> None:
         q = todo[i]
         greedy_text = None if greedy_rows is None else greedy_rows[i].text
         extra = chosen.sample_stats(greedy_text, [g.text for g in generations], loaded.tokenizer)
@@ -173,7 +172,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     if hooks.intervention is not None:
         raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
-    def write(i: int, g: engine.Generation) -> None:
+    def write(i: int, g: Generation) -> None:
         q = todo[i]
         grade = task.grade(q, g.text)
         store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,

@@ -37,9 +37,9 @@ from typing import Any, ClassVar
 from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
 from zerogap.decoding.blocking import LNEBlockingConfig
 from zerogap.decoding.railcap import RailCapConfig
+from zerogap.decoding.shortcut import ShortcutConfig
 from zerogap.decoding.ted import TEDConfig, ted_keep
 from zerogap.errors import StoreError, UserError
-from zerogap.patching import ShortcutConfig
 from zerogap.registry import Registry
 
 
@@ -203,7 +203,7 @@ class ShortcutStrategy(Strategy):
     requires = ("patching",)
 
     def check_inputs(self) -> None:
-        from zerogap.patching import load_neurons
+        from zerogap.decoding.shortcut import load_neurons
 
         if not self.config.neurons:
             raise UserError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
@@ -212,7 +212,7 @@ class ShortcutStrategy(Strategy):
         load_neurons(self.config.neurons)
 
     def prepare(self, ctx: PrepareContext) -> Hooks:
-        from zerogap.patching import NeuronPatch, load_neurons, scaled_top_k
+        from zerogap.decoding.shortcut import NeuronPatch, load_neurons, scaled_top_k
 
         base_model = ctx.model(self.config.base)
         neurons, _ = load_neurons(self.config.neurons)

@@ -65,7 +65,7 @@ def _neurons(args) -> int:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
     from zerogap.models import load_model
-    from zerogap.patching import locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import locate_neurons, save_neurons
 
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}

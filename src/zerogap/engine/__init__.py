@@ -1,12 +1,24 @@
 """The sampling engine: batched, shared-prefix, batch-independent sampling and greedy decoding.
 
-``sample`` and ``greedy`` take a transformers model and tokenizer (see :mod:`zerogap.models`);
-strategies plug in through :mod:`zerogap.engine.hooks`.
+:mod:`zerogap.engine.base` is the backend contract (``SamplingSpec``, ``Capabilities``,
+``Backend``) and imports no torch; ``sample``, ``greedy`` and ``HFBackend`` run a transformers
+model (:mod:`zerogap.engine.hf`) and are loaded, with torch, on first use. Strategies plug in
+through :mod:`zerogap.engine.hooks`.
 """
 
-from zerogap.engine.base import Backend, Capabilities, SamplingSpec
-from zerogap.engine.hf import Generation, HFBackend, greedy, sample
-from zerogap.engine.hooks import Intervention, Patch
+from importlib import import_module
+from typing import Any
 
-__all__ = ["Backend", "Capabilities", "Generation", "HFBackend", "Intervention", "Patch",
-           "SamplingSpec", "greedy", "sample"]
+from zerogap.engine.base import Backend, Capabilities, SamplingSpec
+
+_LAZY = {"Generation": "hf", "HFBackend": "hf", "greedy": "hf", "sample": "hf",
+         "noise": "noise", "Intervention": "hooks", "Patch": "hooks"}
+
+__all__ = ["Backend", "Capabilities", "SamplingSpec", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'zerogap.engine' has no attribute {name!r}")
+    module = import_module(f"zerogap.engine.{_LAZY[name]}")
+    return module if name == _LAZY[name] else getattr(module, name)

@@ -64,6 +64,9 @@ _TASKS: Registry[Callable[..., Task]] = Registry("task")
 register_task = _TASKS.register
 """Class or factory decorator: make a task constructible by ``get_task(name, **options)``."""
 
+registered_task = _TASKS.registered
+"""Context manager: ``with registered_task(name, factory):`` the task exists inside only."""
+
 task_names = _TASKS.names
 """Names of the registered tasks, sorted."""
 

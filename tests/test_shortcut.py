@@ -6,13 +6,10 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from zerogap.patching import (
-    NeuronPatch,
-    ShortcutConfig,
+from zerogap.decoding.shortcut import NeuronPatch, ShortcutConfig, decoder_layers, load_neurons
+from zerogap.pipelines.neurons import (
     causal_scores,
     comparative_scores,
-    decoder_layers,
-    load_neurons,
     rank_neurons,
     save_neurons,
 )

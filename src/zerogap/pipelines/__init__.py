@@ -1,0 +1,1 @@
+"""Long offline jobs: locating shortcut neurons (``neurons``)."""
