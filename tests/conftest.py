@@ -1,10 +1,9 @@
 """Shared test set-up: the real GSM8K files, the weight-free tiny Llama used for mechanics tests,
 and `gpu` tests that skip themselves where no CUDA device is present."""
 
+import contextlib
 import os
 from pathlib import Path
-
-import contextlib
 
 import pytest
 import torch
