@@ -210,6 +210,14 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def files_fingerprint(folder: str) -> str:
+    """A fingerprint of a model folder's files (or of a hub id, by name), for a runtime that
+    loads the weights itself (vLLM): ``files-<digest>`` / ``hub-<id>``. It differs from
+    :func:`weight_fingerprint` of the same model; runs never compare one with the other."""
+    path = Path(folder)
+    return f"files-{_folder_digest(path)}" if path.is_dir() else f"hub-{folder}"
+
+
 def model_folder(spec: str) -> str:
     """A spec as something another runtime (vLLM) loads by name: a plain model folder or hub id.
 

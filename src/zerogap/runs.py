@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.base import Backend, Capabilities, SamplingSpec
 from zerogap.engine.hf import Generation, HFBackend
 from zerogap.errors import UserError
 from zerogap.models import LoadedModel
@@ -49,7 +49,8 @@ def build_strategy(name: str, options: dict | None,
 def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
                    max_new_tokens: int, max_batch: int | None = None,
-                   progress: bool = False) -> tuple[Hooks, list[GreedyRow] | None]:
+                   progress: bool = False, backend: Backend | None = None
+                   ) -> tuple[Hooks, list[GreedyRow] | None]:
     """Prepare ``strategy`` for ``questions`` (in order): its hooks and the greedy rows used.
 
     The strategy asks its context for what it needs: greedy decodes come from ``greedy_store``
@@ -59,22 +60,24 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
 
     def greedy_rows() -> list[GreedyRow]:
         run_greedy(loaded, task, questions, greedy_store, split=split,
-                   max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress)
+                   max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress,
+                   backend=backend)
         stored = greedy_store.greedy()
         return [stored[q.id] for q in questions]
 
     def load(spec: str):
         from zerogap.models import load_model
 
-        return load_model(spec, device=str(loaded.model.device)).model
+        return load_model(spec, device=str(device)).model
 
-    ctx = PrepareContext(m=m, device=loaded.model.device, greedy_source=greedy_rows,
-                         load_model=load)
+    # A backend without an in-process model (vLLM) takes the hooks' tensors from the CPU.
+    device = getattr(loaded.model, "device", "cpu")
+    ctx = PrepareContext(m=m, device=device, greedy_source=greedy_rows, load_model=load)
     hooks = strategy.prepare(ctx)
     return hooks, ctx.greedy() if strategy.needs_greedy else None
 
 
-def _base_fields(loaded: LoadedModel, backend: HFBackend, task: Task, split: str
+def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
                  ) -> dict[str, Any]:
     return {
         "backend": backend.name,
@@ -91,22 +94,24 @@ def _base_fields(loaded: LoadedModel, backend: HFBackend, task: Task, split: str
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                spec: SamplingSpec, *, split: str, strategy: str = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
-               max_batch: int | None = None, progress: bool = False) -> int:
+               max_batch: int | None = None, progress: bool = False,
+               backend: Backend | None = None) -> int:
     """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
 
     ``spec`` holds every sampling setting (a spec without stop strings takes the task's);
     ``strategy_options`` override the strategy's own settings. Greedy decodes a strategy needs
     are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
     itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
-    with ``finish="synthetic"``. The store records the backend and its noise scheme, so a
-    resume by another backend is refused.
+    with ``finish="synthetic"``. ``backend`` samples (default: the HF engine on
+    ``loaded.model``); the store records it and its noise scheme, so a resume by another backend
+    is refused.
 
     Returns
     -------
     int
         Number of questions sampled by this call (0 when the run was already complete).
     """
-    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
     chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     spec = spec if spec.stop else replace(spec, stop=task.stop)
     store.check_config({
@@ -126,6 +131,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     hooks, greedy_rows = strategy_hooks(
         chosen, loaded, task, todo, greedy_store or store, split=split, m=spec.m,
         max_new_tokens=spec.max_new_tokens, max_batch=max_batch, progress=progress,
+        backend=backend,
     )
 
     def write(i: int, generations: list[Generation]) -> None:
@@ -148,14 +154,15 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                *, split: str, max_new_tokens: int, strategy: str = "identity",
                strategy_options: dict | None = None, max_batch: int | None = None,
-               progress: bool = False) -> int:
-    """Greedy-decode (with per-step entropies) every question not yet in the greedy table.
+               progress: bool = False, backend: Backend | None = None) -> int:
+    """Greedy-decode (with per-step entropies where ``backend`` gives them) every question not
+    yet in the greedy table.
 
     Its fields are recorded as ``greedy_*`` so that a sampling run and its greedy decodes (which
     RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
     greedy decode and edit no logits (identity, shortcut) apply. Returns questions decoded.
     """
-    backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
     chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     if chosen.needs_greedy or not chosen.samples_model:
         raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
@@ -168,7 +175,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     if not todo:
         return 0
     hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
-                              max_new_tokens=max_new_tokens)
+                              max_new_tokens=max_new_tokens, backend=backend)
     if hooks.intervention is not None:
         raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
@@ -180,5 +187,6 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 
     backend.greedy([task.prompt(q) for q in todo],
                    SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
-                   entropies=True, patch=hooks.patch, progress=progress, on_question=write)
+                   entropies=backend.capabilities.entropies, patch=hooks.patch,
+                   progress=progress, on_question=write)
     return len(todo)

