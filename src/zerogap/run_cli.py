@@ -48,6 +48,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     p.add_argument("--max-batch", type=int, default=None,
                    help="most rows decoded together (default: from free memory)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"),
+                   help="weight dtype; auto: bfloat16 where the CPU (AMX/AVX512-BF16) or GPU "
+                        "computes it natively (default: float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -112,7 +115,7 @@ def _prepare(args):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    loaded = load_model(args.model, device=args.device)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     return task, questions, loaded, RunStore(args.run_dir)
 
 

@@ -180,7 +180,7 @@ class _Decoder:
         cfg = self.model.config.get_text_config(decoder=True)
         if kv is None:
             kv = [
-                (torch.empty(1, cfg.num_key_value_heads, 0, self._head_dim(cfg),
+                (torch.empty(1, self._kv_heads(cfg), 0, self._head_dim(cfg),
                              dtype=self.model.dtype, device=self.device),) * 2
                 for _ in range(cfg.num_hidden_layers)
             ]
@@ -197,6 +197,10 @@ class _Decoder:
         return out.logits[:, -1].float(), [(layer.keys, layer.values) for layer in cache.layers]
 
     @staticmethod
+    def _kv_heads(cfg) -> int:
+        return getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+
+    @staticmethod
     def _head_dim(cfg) -> int:
         return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
@@ -204,7 +208,7 @@ class _Decoder:
         """Rows whose buffers fit in half the free memory: own keys and values for every
         layer, the prefix attention's float32 scores, and a few vocabulary-sized vectors."""
         cfg = self.model.config.get_text_config(decoder=True)
-        per_token = (self.own_layers * cfg.num_key_value_heads * self._head_dim(cfg) * 2
+        per_token = (self.own_layers * self._kv_heads(cfg) * self._head_dim(cfg) * 2
                      * self.model.dtype.itemsize)
         vocab = self.model.get_output_embeddings().weight.shape[0]
         scores = cfg.num_attention_heads * (self.prefix_len + self.max_own) * 4 * 2
