@@ -24,6 +24,7 @@ sample index, step) and the logits only: not on batch size, batch composition or
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -35,6 +36,8 @@ from zerogap.engine import noise
 from zerogap.engine.attention import ROWS_KWARG, check_supported, prefix_attention
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
+
+_log = logging.getLogger("zerogap.engine")
 
 
 @dataclass
@@ -334,6 +337,8 @@ class _Decoder:
         while sizes[-1] < limit:
             sizes.append(min(2 * sizes[-1], limit))
         if limit <= sizes[0]:
+            _log.info("batch of %d rows (all the call needs)", limit, extra={"engine": {
+                "rows": limit}})
             return limit
         n = kv[0][0].shape[2]
         cache = RowCache(self._layer_prefix(kv), self.own_layers, capacity=sizes[-1], slots=n + 1)
@@ -352,7 +357,11 @@ class _Decoder:
                 break
             rates[size] = rate
         best = max(rates.values())
-        return min(size for size, rate in rates.items() if rate >= 0.9 * best)
+        chosen = min(size for size, rate in rates.items() if rate >= 0.9 * best)
+        _log.info("batch of %d rows; decode tok/s by rows: %s", chosen,
+                  {k: round(v) for k, v in rates.items()},
+                  extra={"engine": {"rows": chosen, "rates": rates}})
+        return chosen
 
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
         """Append each row's new token on the host; return {row: finish reason} for rows done.
