@@ -53,9 +53,10 @@ class _RowLayer(CacheLayerMixin):
         if key_states.shape[0] != rows or key_states.shape[2] != 1:
             raise ValueError(f"the row cache takes one token for each of its {rows} rows, got "
                              f"{tuple(key_states.shape[:3:2])}")
-        at = owner.lengths[:rows]
-        self.keys[owner.row_index[:rows], :, at] = key_states[:, :, 0]
-        self.values[owner.row_index[:rows], :, at] = value_states[:, :, 0]
+        at = owner.write_index(self.keys.shape[1])
+        dim = self.keys.shape[3]
+        self.keys.view(-1, dim).index_copy_(0, at, key_states.reshape(-1, dim))
+        self.values.view(-1, dim).index_copy_(0, at, value_states.reshape(-1, dim))
         keys, values = self.keys[:rows, :, :width], self.values[:rows, :, :width]
         if self.dense:
             keys = torch.cat([self.prefix_k.expand(rows, -1, -1, -1), keys], dim=2)
@@ -91,6 +92,7 @@ class RowCache(Cache):
         self.lengths = torch.zeros(capacity, dtype=torch.long, device=prefix[0][0].device)
         self.row_index = torch.arange(capacity, device=self.lengths.device)
         self.host_lengths: list[int] = []
+        self._index: tuple[int, torch.Tensor] | None = None
         super().__init__(layers=[_RowLayer(self, kv, capacity, slots, i >= own_layers)
                                  for i, kv in enumerate(prefix)])
 
@@ -107,6 +109,16 @@ class RowCache(Cache):
     def needs_mask(self) -> bool:
         """Whether some layer is read densely, so the forward call needs :meth:`padding_mask`."""
         return any(layer.dense for layer in self.layers)
+
+    def write_index(self, kv_heads: int) -> torch.Tensor:
+        """(R * Hkv,) long: where the step's keys go in a layer's buffer seen as rows of D
+        (one ``index_copy_`` per layer; advanced-index assignment was several times slower)."""
+        if self._index is None or self._index[0] != kv_heads:
+            slots = self.layers[0].keys.shape[2]
+            heads = torch.arange(kv_heads, device=self.lengths.device)
+            first = (self.row_index[: self.rows, None] * kv_heads + heads) * slots
+            self._index = kv_heads, (first + self.lengths[: self.rows, None]).reshape(-1)
+        return self._index[1]
 
     def padding_mask(self) -> torch.Tensor:
         """(R, P + width + 1) long: the dense layers' 2-D mask for the next step."""
@@ -128,12 +140,14 @@ class RowCache(Cache):
         self.lengths[start:end] = n
         self.host_lengths.extend([n] * count)
         self.rows, self.width = end, max(self.width, n)
+        self._index = None
 
     def advance(self) -> None:
         """Count the token every live row wrote in the step just run."""
         self.lengths[: self.rows] += 1
         self.host_lengths = [n + 1 for n in self.host_lengths]
         self.width += 1
+        self._index = None
 
     def remove(self, finished: Sequence[int]) -> list[int]:
         """Drop rows ``finished``; the last live rows move into their slots.
@@ -157,4 +171,5 @@ class RowCache(Cache):
         self.host_lengths = [self.host_lengths[r] for r in order]
         self.rows = left
         self.width = max(self.host_lengths, default=0)
+        self._index = None
         return order
