@@ -53,6 +53,8 @@ class _RowLayer(CacheLayerMixin):
         if key_states.shape[0] != rows or key_states.shape[2] != 1:
             raise ValueError(f"the row cache takes one token for each of its {rows} rows, got "
                              f"{tuple(key_states.shape[:3:2])}")
+        if width > self.keys.shape[2]:  # index_copy_ would spill into the next row's buffer
+            raise ValueError(f"a row outgrew the row cache's {self.keys.shape[2]} slots")
         at = owner.write_index(self.keys.shape[1])
         dim = self.keys.shape[3]
         self.keys.view(-1, dim).index_copy_(0, at, key_states.reshape(-1, dim))

@@ -474,7 +474,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default from free memory (capped at 16 on CPU, 512 on GPU).
+        Most rows decoded together; default: chosen from free memory and a short timing of
+        decode steps (see :meth:`_Decoder._calibrate`).
     progress : bool
         Show a progress bar (questions done, tokens/s, ETA) on stderr.
     on_question : callable, optional
