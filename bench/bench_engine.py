@@ -1,72 +1,60 @@
 """Sampling engine throughput, measured side by side in one process.
 
-1. Workload throughput: GSM8K 8-shot prompts, N test questions, m samples each, T = 0.7, a
-   token limit, stop string "Question:". Baseline: ``model.generate(num_return_sequences=m)``
-   per question (pure temperature sampling, the same stop string). Engine: one
-   ``zerogap.engine.sample`` call. Reported: generated tokens per second (tokens up to the
-   end of each response) and the ratio.
-2. Decode phase: one prompt, B = m rows, the full token limit (EOS banned through an
-   intervention, which also exercises the hook). Baseline: a bare loop of forward passes on a
-   batch-B KV cache with argmax, no sampling logic. Engine: ``sample`` with max_new_tokens L + 1
-   and 1, so the difference is its decode phase (L forward passes). Two alternating repetitions,
-   the best of each. Reported: decode tokens/s and the ratio.
+Two workloads (the issue's): ``gsm8k`` (W: 8-shot CoT prompts of ~1,170 tokens, N test
+questions, m samples each, T = 0.7, 128 new tokens, stop "Question:") and ``arith`` (the
+generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings). For each:
 
-Peak resident memory is reported for every phase (a thread polls /proc/self/status).
+* ``engine_tok_s``: one ``zerogap.engine.sample`` call, end to end (prefix and question
+  encodes, batch-size calibration, refills, stop handling), generated tokens per second;
+* ``generate_tok_s``: ``model.generate(num_return_sequences=m)`` per question, pure temperature
+  sampling with the same stop strings (tokens counted up to each response's end);
+* ``previous_tok_s`` (``--previous REV``): the engine as it was at git revision REV, loaded
+  from ``git show`` (the dense per-row cache before shared-prefix attention);
+* ``decode_tok_s``: the engine's decode phase alone at the batch size it chose for the
+  workload (one prompt, rows banned from EOS, ``max_new_tokens`` L + 1 minus 1);
+* ``ceiling_tok_s``: a bare loop of one-token forward passes over the weights at that batch
+  size with attention replaced by a no-op (the weights-only ceiling), so ``ratio_vs_ceiling``
+  says how much of the step attention, sampling and host work take;
+* ``profile``: seconds per decode step split into weights (the ceiling's step), attention
+  and cache (the engine's forward minus the weights), sampling (the hashed-noise draw) and
+  the rest (host work: bookkeeping, stop checks, refills).
+
+Timed parts run ``--repeat`` times alternately; the best is reported with the spread
+(min-max). A shared machine is noisy: compare ratios, not absolute numbers.
+
+Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a quiet machine)::
+
+    python bench/bench_engine.py [--quick] [--json] [--previous 6a1fe2c] [--threads 2]
+        [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
+        [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
-removed, "#### N" rewritten as "The answer is N."), so the bench needs no task module.
-
-Usage::
-
-    python bench/bench_engine.py [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
-                                 [--max-new-tokens 128] [--skip-baseline] [--skip-decode]
-                                 [--max-batch N] [--threads N]
+removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
+made ~319 tok/s with n = 16 on a machine of this kind (reference/environment.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import logging
 import re
-import threading
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from zerogap.engine import sample
+from zerogap.engine import hf, noise, sample
 from zerogap.models import load_model
 
 STOP = "Question:"
+ROOT = Path(__file__).resolve().parents[1]
 
 
-class PeakRss:
-    """Peak resident set size (MiB) while the ``with`` block runs."""
-
-    def __enter__(self):
-        self.peak, self._stop = _rss_mib(), threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-        return self
-
-    def _poll(self):
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, _rss_mib())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def build_prompts(gsm8k: Path, n_questions: int, shots: int = 8) -> list[str]:
+def gsm8k_workload(gsm8k: Path, n_questions: int, shots: int = 8):
     def solution(answer: str) -> str:
         body, final = answer.split("####")
         return re.sub(r"<<[^>]*>>", "", body).strip() + f" The answer is {final.strip()}."
@@ -79,46 +67,75 @@ def build_prompts(gsm8k: Path, n_questions: int, shots: int = 8) -> list[str]:
         f"Question: {r['question']}\nAnswer: {solution(r['answer'])}\n\n"
         for r in rows("train")[:shots]
     )
-    return [f"{prefix}Question: {r['question']}\nAnswer:" for r in rows("test")[:n_questions]]
+    prompts = [f"{prefix}Question: {r['question']}\nAnswer:" for r in rows("test")[:n_questions]]
+    return prompts, (STOP,)
 
 
-def response_length(ids: list[int], eos: int, tokenizer) -> int:
-    """Tokens of one ``generate`` row up to its end (EOS, or the token completing the stop)."""
+def arith_workload(n_questions: int):
+    from zerogap.tasks import get_task
+
+    task = get_task("arith")
+    questions = task.questions("test")[:n_questions]
+    return [task.prompt(q) for q in questions], tuple(task.stop)
+
+
+def response_length(ids: list[int], eos: int, tokenizer, stop) -> int:
+    """Tokens of one ``generate`` row up to its end (EOS, or the token completing a stop)."""
     n = ids.index(eos) if eos in ids else len(ids)
     for k in range(1, n + 1):
-        if STOP in tokenizer.decode(ids[:k]):
+        if any(s in tokenizer.decode(ids[:k]) for s in stop):
             return k
     return n
 
 
-def baseline_generate(model, tok, prompts, m, max_new):
-    total = 0
+def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float]:
+    total, t0 = 0, time.perf_counter()
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         with torch.inference_mode():
             out = model.generate(
                 **enc, do_sample=True, temperature=0.7, top_k=0, top_p=1.0,
-                num_return_sequences=m, max_new_tokens=max_new, stop_strings=[STOP],
+                num_return_sequences=m, max_new_tokens=max_new, stop_strings=list(stop),
                 tokenizer=tok, pad_token_id=tok.eos_token_id,
             )
         new = out[:, enc.input_ids.shape[1]:].tolist()
-        total += sum(response_length(row, tok.eos_token_id, tok) for row in new)
-    return total
+        total += sum(response_length(row, tok.eos_token_id, tok, stop) for row in new)
+    return total, time.perf_counter() - t0
 
 
-def bare_decode(model, tok, prompt, rows, steps):
-    """Seconds for ``steps`` argmax forward passes of a batch of ``rows`` after the prompt."""
-    enc = tok(prompt, return_tensors="pt")
-    with torch.inference_mode():
-        out = model(**enc, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        cache.batch_repeat_interleave(rows)
-        nxt = out.logits[:, -1].argmax(-1).repeat(rows)[:, None]
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
-        return time.perf_counter() - t0
+def previous_engine(rev: str):
+    """``zerogap.engine.hf`` as it was at git revision ``rev`` (a module of its own)."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/zerogap/engine/hf.py"],
+                            check=True, capture_output=True, text=True).stdout
+    name = f"zerogap_engine_hf_{rev}"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:hf.py", "exec"), module.__dict__)
+    return module
+
+
+def _no_attention(module, query, key, value, attention_mask, **kwargs):
+    return query.transpose(1, 2), None
+
+
+def ceiling_step(model, rows: int, steps: int = 4) -> float:
+    """Seconds per one-token forward of ``rows`` rows with attention a no-op (weights only)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register("bench_none", _no_attention)
+    saved = model.config._attn_implementation
+    model.set_attn_implementation("bench_none")
+    try:
+        ids = torch.zeros(rows, 1, dtype=torch.long)
+        with torch.inference_mode():
+            model(input_ids=ids, use_cache=False)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                model(input_ids=ids, use_cache=False)
+            return (time.perf_counter() - t0) / steps
+    finally:
+        model.set_attn_implementation(saved)
 
 
 class BanEos:
@@ -132,74 +149,170 @@ class BanEos:
         return logits
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--questions", type=int, default=10)
-    parser.add_argument("-m", type=int, default=16)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--skip-baseline", action="store_true")
-    parser.add_argument("--skip-decode", action="store_true", help="skip the decode-phase part")
-    parser.add_argument("--max-batch", type=int, default=None,
-                        help="engine batch rows in the throughput part (default: automatic)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads; on a shared CPU, 1 avoids OpenMP oversubscription")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+class StepTimer:
+    """Time spent in the engine's forward passes and in its sampler while the block runs."""
 
-    loaded = load_model(args.model, device="cpu")
-    model, tok = loaded.model, loaded.tokenizer
-    prompts = build_prompts(args.gsm8k, args.questions)
-    print(f"model {args.model}; {len(prompts)} questions x m={args.m}, "
-          f"{args.max_new_tokens} new tokens; prompt {len(tok(prompts[0]).input_ids)} tokens; "
-          f"torch threads {torch.get_num_threads()}")
+    def __enter__(self):
+        self.forward = self.sampling = 0.0
+        self.steps = 0
+        self._saved = hf._Decoder._step, noise.gumbel_argmax
+        step, draw = self._saved
 
-    ids = [f"test-{i}" for i in range(len(prompts))]
-    with PeakRss() as mem:
-        t0 = time.perf_counter()
-        gens = sample(model, tok, prompts, m=args.m, temperature=0.7,
-                      max_new_tokens=args.max_new_tokens, question_ids=ids, stop=(STOP,),
-                      max_batch=args.max_batch)
-        t_engine = time.perf_counter() - t0
-    n_engine = sum(len(g.token_ids) for q in gens for g in q)
-    print(f"engine:   {n_engine} tokens in {t_engine:.1f} s = {n_engine / t_engine:.1f} tok/s, "
-          f"peak RSS {mem.peak:.0f} MiB")
-    if not args.skip_baseline:
-        with PeakRss() as mem:
+        def timed_step(decoder, *args, **kw):
             t0 = time.perf_counter()
-            n_base = baseline_generate(model, tok, prompts, args.m, args.max_new_tokens)
-            t_base = time.perf_counter() - t0
-        print(f"generate: {n_base} tokens in {t_base:.1f} s = {n_base / t_base:.1f} tok/s, "
-              f"peak RSS {mem.peak:.0f} MiB")
-        print(f"throughput ratio engine/generate: {(n_engine / t_engine) / (n_base / t_base):.2f}x")
+            out = step(decoder, *args, **kw)
+            self.forward += time.perf_counter() - t0
+            self.steps += 1
+            return out
 
-    if args.skip_decode:
-        return
-    # Decode phase: two alternating repetitions, best of each (a shared machine is noisy).
-    rows, steps = args.m, args.max_new_tokens
+        def timed_draw(*args, **kw):
+            t0 = time.perf_counter()
+            out = draw(*args, **kw)
+            self.sampling += time.perf_counter() - t0
+            return out
+
+        hf._Decoder._step, noise.gumbel_argmax = timed_step, timed_draw
+        return self
+
+    def __exit__(self, *exc):
+        hf._Decoder._step, noise.gumbel_argmax = self._saved
+
+
+class ChosenBatch(logging.Handler):
+    """Catches the batch size the engine's calibration logs."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = None
+
+    def emit(self, record):
+        if "rows" in getattr(record, "engine", {}):
+            self.rows = record.engine["rows"]
+
+
+def spread(values) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}"
+
+
+def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
+    m, max_new = args.m, args.max_new_tokens[name]
+    ids = [f"test-{i}" for i in range(len(prompts))]
+    result = {"questions": len(prompts), "m": m, "max_new_tokens": max_new,
+              "prompt_tokens": len(tok(prompts[0]).input_ids)}
+    catcher = ChosenBatch()
+    logging.getLogger("zerogap.engine").addHandler(catcher)
+    logging.getLogger("zerogap.engine").setLevel(logging.INFO)
+    rates, prev_rates = [], []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        gens = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new,
+                      question_ids=ids, stop=stop)
+        n = sum(len(g.token_ids) for q in gens for g in q)
+        rates.append(n / (time.perf_counter() - t0))
+        if previous is not None:
+            t0 = time.perf_counter()
+            old = previous.sample(model, tok, prompts, m=m, temperature=0.7,
+                                  max_new_tokens=max_new, question_ids=ids, stop=stop)
+            n_old = sum(len(g.token_ids) for q in old for g in q)
+            prev_rates.append(n_old / (time.perf_counter() - t0))
+            same = sum(a.token_ids == b.token_ids for qa, qb in zip(gens, old, strict=True)
+                       for a, b in zip(qa, qb, strict=True))
+            result["identical_to_previous"] = f"{same}/{len(prompts) * m}"
+    result.update(engine_tok_s=max(rates), engine_spread=spread(rates), tokens=n,
+                  batch=catcher.rows or len(prompts) * m)
+    if previous is not None:
+        result.update(previous_tok_s=max(prev_rates), previous_spread=spread(prev_rates),
+                      ratio_vs_previous=max(rates) / max(prev_rates))
+    if not args.skip_generate:
+        n_gen, t_gen = generate_baseline(model, tok, prompts, m, max_new, stop)
+        result.update(generate_tok_s=n_gen / t_gen,
+                      ratio_vs_generate=result["engine_tok_s"] / (n_gen / t_gen))
+
+    rows = result["batch"]
     ban = BanEos(tok.eos_token_id)
-    bare, engine, peaks = [], [], {"bare": 0.0, "engine": 0.0}
-    for _ in range(2):
-        with PeakRss() as mem:
-            bare.append(bare_decode(model, tok, prompts[0], rows, steps))
-        peaks["bare"] = max(peaks["bare"], mem.peak)
-        with PeakRss() as mem:
-            timings = {}
-            for n_new in (1, steps + 1):
+    decode, ceiling, profiles = [], [], []
+    for _ in range(args.repeat):
+        timings = {}
+        with StepTimer() as timer:
+            for n_new in (1, max_new + 1):
                 t0 = time.perf_counter()
                 sample(model, tok, prompts[:1], m=rows, temperature=0.7, max_new_tokens=n_new,
                        question_ids=ids[:1], intervention=ban, max_batch=rows)
                 timings[n_new] = time.perf_counter() - t0
-            engine.append(timings[steps + 1] - timings[1])
-        peaks["engine"] = max(peaks["engine"], mem.peak)
-    t_bare, t_decode = min(bare), min(engine)
-    print(f"bare decode loop: batch {rows}, {steps} steps: {rows * steps / t_bare:.1f} tok/s, "
-          f"peak RSS {peaks['bare']:.0f} MiB")
-    print(f"engine decode phase: batch {rows}, {steps} steps: {rows * steps / t_decode:.1f} tok/s, "
-          f"peak RSS {peaks['engine']:.0f} MiB")
-    print(f"decode ratio engine/bare loop: {t_bare / t_decode:.2f}")
+        t_decode = timings[max_new + 1] - timings[1]
+        decode.append(rows * max_new / t_decode)
+        t_weights = ceiling_step(model, rows)
+        ceiling.append(rows / t_weights)
+        per_step = t_decode / max_new
+        forward, draw = timer.forward / timer.steps, timer.sampling / (timer.steps + 2)
+        profiles.append({"step_s": per_step, "weights_s": t_weights,
+                         "attention_and_cache_s": forward - t_weights, "sampling_s": draw,
+                         "rest_s": per_step - forward - draw})
+    best = min(range(args.repeat), key=lambda i: profiles[i]["step_s"])
+    result.update(decode_tok_s=max(decode), decode_spread=spread(decode),
+                  ceiling_tok_s=max(ceiling), ceiling_spread=spread(ceiling),
+                  ratio_vs_ceiling=max(decode) / max(ceiling),
+                  profile={k: round(v, 4) for k, v in profiles[best].items()})
+    return result
+
+
+def report(name: str, r: dict) -> None:
+    print(f"\n[{name}] {r['questions']} questions x m={r['m']}, {r['max_new_tokens']} new "
+          f"tokens, prompt {r['prompt_tokens']} tokens; engine batch {r['batch']}")
+    print(f"  engine    {r['engine_tok_s']:7.1f} tok/s end to end (spread {r['engine_spread']})")
+    if "previous_tok_s" in r:
+        print(f"  previous  {r['previous_tok_s']:7.1f} tok/s (spread {r['previous_spread']}): "
+              f"engine/previous {r['ratio_vs_previous']:.2f}x; identical samples "
+              f"{r['identical_to_previous']}")
+    if "generate_tok_s" in r:
+        print(f"  generate  {r['generate_tok_s']:7.1f} tok/s: engine/generate "
+              f"{r['ratio_vs_generate']:.2f}x")
+    print(f"  decode    {r['decode_tok_s']:7.1f} tok/s at batch {r['batch']} (spread "
+          f"{r['decode_spread']}); weights-only ceiling {r['ceiling_tok_s']:.1f} tok/s "
+          f"(spread {r['ceiling_spread']}): {100 * r['ratio_vs_ceiling']:.0f}% of it")
+    p = r["profile"]
+    print("  one decode step: " + ", ".join(f"{k[:-2]} {1000 * v:.0f} ms" for k, v in p.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"))
+    parser.add_argument("--workloads", nargs="+", default=["gsm8k", "arith"],
+                        choices=("gsm8k", "arith"))
+    parser.add_argument("--questions", type=int, default=10)
+    parser.add_argument("-m", type=int, default=16)
+    parser.add_argument("--quick", action="store_true",
+                        help="3 questions, 64 / 48 new tokens, one repetition")
+    parser.add_argument("--repeat", type=int, default=2, help="repetitions of the timed parts")
+    parser.add_argument("--previous", metavar="REV", default=None,
+                        help="also time the engine of this git revision, e.g. 6a1fe2c")
+    parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads; on a shared CPU, fewer avoid oversubscription")
+    parser.add_argument("--json", action="store_true", help="print one JSON object only")
+    args = parser.parse_args()
+    args.max_new_tokens = {"gsm8k": 128, "arith": 48}
+    if args.quick:
+        args.questions, args.repeat, args.max_new_tokens["gsm8k"] = 3, 1, 64
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    previous = previous_engine(args.previous) if args.previous else None
+
+    loaded = load_model(args.model, device="cpu", dtype=args.dtype)
+    model, tok = loaded.model, loaded.tokenizer
+    results = {"model": args.model, "dtype": str(model.dtype).removeprefix("torch."),
+               "threads": torch.get_num_threads(), "vllm_cpu_anchor_tok_s": 319}
+    for name in args.workloads:
+        prompts, stop = (gsm8k_workload(args.gsm8k, args.questions) if name == "gsm8k"
+                         else arith_workload(args.questions))
+        results[name] = run_workload(name, model, tok, prompts, stop, args, previous)
+        if not args.json:
+            report(name, results[name])
+    if args.json:
+        print(json.dumps(results))
+
 
 if __name__ == "__main__":
     main()

@@ -99,6 +99,22 @@ def weight_fingerprint(model) -> str:
     return digest.hexdigest()
 
 
+def auto_dtype(device: str) -> str:
+    """``"bfloat16"`` where ``device`` multiplies bfloat16 natively (a CUDA GPU that supports
+    it; a CPU with AMX-BF16 or AVX512-BF16), else ``"float32"``."""
+    import torch
+
+    if device.startswith("cuda"):
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return "bfloat16" if {"amx_bf16", "avx512_bf16"} & set(flags) else "float32"
+
+
 def _gguf_cache_key(path: Path) -> str:
     # Keyed on the file's content, not its path: every virtualenv holds its own copy of the
     # embedded GGUF, and all of them should share one converted folder (538 MB each).
@@ -251,8 +267,8 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
         ``"embedded"``, a ``.gguf`` file, a local folder (model or PEFT adapter) or a hub id.
     device : str, optional
         Torch device; default ``"cuda"`` when available, else ``"cpu"``.
-    dtype : {"float32", "bfloat16", "float16"}
-        Weight dtype.
+    dtype : {"float32", "bfloat16", "float16", "auto"}
+        Weight dtype; ``"auto"`` is :func:`auto_dtype` for the device.
 
     Returns
     -------
@@ -266,14 +282,14 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
     """
     import torch
 
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise UserError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
-    torch_dtype = getattr(torch, dtype)
+    if dtype not in ("float32", "bfloat16", "float16", "auto"):
+        raise UserError(f"dtype must be float32, bfloat16, float16 or auto, got {dtype!r}")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = getattr(torch, auto_dtype(device) if dtype == "auto" else dtype)
     model, tokenizer = _load_any(spec, torch_dtype)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     fingerprint = weight_fingerprint(model)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, fingerprint=fingerprint)

@@ -20,13 +20,14 @@ def _ids(gens):
 def test_gumbel_argmax_equals_full_vocabulary_argmax():
     torch.manual_seed(0)
     hashes = noise.token_hashes(5000, "cpu")
-    # Flat rows need the full-vocabulary fallback, peaked rows take the top-64 path.
-    scores = torch.cat([torch.randn(6, 5000) * 0.1, torch.randn(6, 5000) * 40.0])
-    keys = torch.tensor([noise.row_key(3, "q", s) for s in range(12)], dtype=torch.int32)
-    steps = torch.arange(12)
+    # Flat rows keep every token in the fallback, middling rows about 15% of them, peaked rows
+    # take the top-64 path.
+    scores = torch.cat([torch.randn(6, 5000) * s for s in (0.1, 8.0, 40.0)])
+    keys = torch.tensor([noise.row_key(3, "q", s) for s in range(18)], dtype=torch.int32)
+    steps = torch.arange(18)
     got = noise.gumbel_argmax(scores.clone(), keys, steps, hashes)
     step_keys = noise._fmix32(keys + steps.to(torch.int32) * noise._GOLDEN)
-    full = scores + noise._gumbel(step_keys, hashes.expand(12, -1))
+    full = scores + noise._gumbel(step_keys, hashes.expand(18, -1))
     assert torch.equal(got, full.argmax(-1))
 
 

@@ -250,3 +250,17 @@ def test_a_second_writer_is_refused_naming_the_first(tiny_dir, tmp_path, capsys)
         holder.wait()
     assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
     assert "sampled 1 questions" in capsys.readouterr().out
+
+
+def test_bfloat16_run_is_recorded_apart_from_float32(tiny_dir, tmp_path, capsys):
+    run_dir = tmp_path / "bf16"
+    assert main(_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "bfloat16")) == 0
+    rows = _samples(run_dir)
+    assert len(rows) == 12 and all(1 <= n <= 24 for *_, n, _, _ in rows)
+    before = _tree_digest(run_dir)
+    capsys.readouterr()
+    # float32 weights have another fingerprint: resuming the bfloat16 run with them is refused
+    assert main(_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "float32")) == 2
+    err = capsys.readouterr().err
+    assert "fingerprint" in err and err.count("\n") == 1, err
+    assert _tree_digest(run_dir) == before

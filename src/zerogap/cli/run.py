@@ -38,6 +38,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     p.add_argument("--max-batch", type=int, default=None,
                    help="most rows decoded together (default: from free memory)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"),
+                   help="weight dtype; auto: bfloat16 where the CPU (AMX/AVX512-BF16) or GPU "
+                        "computes it natively (default: float32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--backend", choices=("hf", "vllm"), default="hf",
                    help="sampling engine: zerogap's transformers engine (default) or vLLM")
@@ -132,11 +135,11 @@ def _load(args):
         folder = model_folder(args.model)
         backend = VLLMBackend.load(folder, tensor_parallel_size=args.tensor_parallel_size,
                                    pipeline_parallel_size=args.pipeline_parallel_size,
-                                   **args.vllm_options)
+                                   dtype=args.dtype, **args.vllm_options)
         return LoadedModel(None, backend.tokenizer, args.model, files_fingerprint(folder)), backend
     from zerogap.engine.hf import HFBackend
 
-    loaded = load_model(args.model, device=args.device)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     return loaded, HFBackend(loaded.model, loaded.tokenizer, max_batch=args.max_batch)
 
 

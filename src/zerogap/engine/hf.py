@@ -1,16 +1,21 @@
-"""The sampling loop for transformers models with a full-attention KV cache.
+"""The sampling loop for transformers models with full attention in every layer.
 
 How one call works:
 
 1. Every prompt is tokenised; the longest common token prefix of all prompts (the k-shot
-   exemplars) is encoded once.
+   exemplars) is encoded once, and its keys and values are stored once.
 2. Each question's remaining tokens are encoded on top of that prefix once; all its samples
-   start from that cache.
-3. Rows (one per sample) from several questions decode together. The KV tensors hold the shared
-   prefix, then each row's question tokens right-aligned behind masked padding, then the
-   generated tokens; position ids are explicit, so the padding changes nothing.
-4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once, and queued
-   samples join when enough room is free. Columns that every remaining row masks are dropped.
+   start from those keys.
+3. Rows (one per sample) from several questions decode together in a
+   :class:`~zerogap.engine.cache.RowCache`: the prefix once, each row's own keys (question,
+   then generated tokens) in preallocated buffers written in place. The attention of
+   :mod:`zerogap.engine.attention` reads the prefix once per step for all rows and merges it
+   exactly with each row's own part (log-sum-exp); position ids are explicit.
+4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once (the last
+   rows move into their slots), and queued samples take the free slots when enough are free.
+
+The batch size is chosen from free memory and a short timing of decode steps
+(:meth:`_Decoder._calibrate`) unless the caller fixes it.
 
 Sampling uses :mod:`zerogap.engine.noise`, so a sample's tokens depend on (seed, question id,
 sample index, step) and the logits only: not on batch size, batch composition or resumption.
@@ -19,6 +24,7 @@ sample index, step) and the logits only: not on batch size, batch composition or
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -28,14 +34,12 @@ from typing import Any
 import torch
 
 from zerogap.engine import noise
+from zerogap.engine.attention import ROWS_KWARG, check_supported, prefix_attention
 from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
 
-# On CPU every decode step copies and reads each row's whole KV cache, which for a 1,170-token
-# 8-shot prompt outweighs the weights: bench_engine.py measured 38 tok/s at 16 rows against 33 at
-# 8, 22 at 32 and 15 at 48 (SmolLM2-135M, one thread). GPUs amortise weights over many more rows.
-CPU_MAX_BATCH = 16
-GPU_MAX_BATCH = 512
+_log = logging.getLogger("zerogap.engine")
 
 
 @dataclass
@@ -94,6 +98,28 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
+def _stop_tokens(tokenizer, stop: Sequence[str]) -> frozenset[int]:
+    """Token ids whose text can complete one of ``stop`` (a superset: only rows that draw one
+    of them have their tail decoded).
+
+    A token completes ``s`` when ``s`` lies in its text or its text starts with a non-empty
+    suffix of ``s``. The text is tried as decoded alone and with a leading space (tokenizers
+    that drop a word's leading space when it stands alone); tokens that decode to a partial
+    character (U+FFFD) count as candidates too.
+    """
+    if not stop:
+        return frozenset()
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+
+    def completes(text: str) -> bool:
+        return "\ufffd" in text or any(
+            s in text or any(text.startswith(s[-k:]) for k in range(1, len(s)))
+            for s in stop
+        )
+
+    return frozenset(i for i, t in enumerate(texts) if completes(t) or completes(" " + t))
+
+
 def _available_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
@@ -114,6 +140,7 @@ class _Decoder:
             raise ValueError("no prompts to decode")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        check_supported(model)
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
         # transformers 5.x renamed the forward argument; older releases only know the old name.
@@ -129,9 +156,14 @@ class _Decoder:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
         self.prefix_kv = None  # encoded inside run(), under the caller's patch
-        longest = max(len(x) for x in self.ids)
-        self.max_rows = self._batch_rows(longest + max_new_tokens, max_batch)
-        self.admit_min = max(1, min(rows_per_question, self.max_rows // 4))
+        self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
+        self.max_own = max(len(x) for x in self.ids) - self.prefix_len + max_new_tokens
+        self.rows_needed = len(prompts) * rows_per_question
+        if max_batch is not None and max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self.max_rows = max_batch  # None: chosen in run() by _calibrate
+        self.cache: RowCache | None = None
+        self.stop_tokens = _stop_tokens(tokenizer, self.stop)
         self.generated = 0
 
     # -- model calls ----------------------------------------------------------------------------
@@ -144,8 +176,6 @@ class _Decoder:
         while len(cache.layers) < len(kv):  # a patch's source model keeps its kv as extra layers
             cache.layers.append(DynamicLayer())
         for layer, (k, v) in zip(cache.layers, kv, strict=True):
-            if getattr(layer, "is_sliding", False):
-                raise ValueError("the engine needs full-attention layers; this model uses sliding")
             layer.lazy_initialization(k, v)
             layer.keys, layer.values = k, v
         return cache
@@ -155,7 +185,7 @@ class _Decoder:
         cfg = self.model.config.get_text_config(decoder=True)
         if kv is None:
             kv = [
-                (torch.empty(1, cfg.num_key_value_heads, 0, self._head_dim(cfg),
+                (torch.empty(1, self._kv_heads(cfg), 0, self._head_dim(cfg),
                              dtype=self.model.dtype, device=self.device),) * 2
                 for _ in range(cfg.num_hidden_layers)
             ]
@@ -172,24 +202,24 @@ class _Decoder:
         return out.logits[:, -1].float(), [(layer.keys, layer.values) for layer in cache.layers]
 
     @staticmethod
+    def _kv_heads(cfg) -> int:
+        return getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+
+    @staticmethod
     def _head_dim(cfg) -> int:
         return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
-    def _batch_rows(self, max_len: int, max_batch: int | None) -> int:
-        """Rows that fit: KV for ``max_len`` tokens plus a few vocab-sized buffers per row."""
-        if max_batch is not None:
-            if max_batch < 1:
-                raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-            return max_batch
+    def _memory_rows(self) -> int:
+        """Rows whose buffers fit in half the free memory: own keys and values for every
+        layer, the prefix attention's float32 scores, and a few vocabulary-sized vectors."""
         cfg = self.model.config.get_text_config(decoder=True)
-        per_token = (cfg.num_hidden_layers * cfg.num_key_value_heads * self._head_dim(cfg) * 2
+        per_token = (self.own_layers * self._kv_heads(cfg) * self._head_dim(cfg) * 2
                      * self.model.dtype.itemsize)
         vocab = self.model.get_output_embeddings().weight.shape[0]
-        per_row = per_token * max_len + vocab * 4 * 8
+        scores = cfg.num_attention_heads * (self.prefix_len + self.max_own) * 4 * 2
+        per_row = per_token * self.max_own + scores + vocab * 4 * 8
         # Keep half of what is free for activations, the allocator and everything else.
-        budget = _available_bytes(self.device) // 2
-        cap = GPU_MAX_BATCH if self.device.type == "cuda" else CPU_MAX_BATCH
-        return max(1, min(cap, budget // per_row))
+        return max(1, _available_bytes(self.device) // 2 // per_row)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -204,17 +234,23 @@ class _Decoder:
         left = [rows_per_question] * n_q
         queue = deque((q, s) for q in range(n_q) for s in range(rows_per_question))
         prefilled: dict[int, tuple] = {}
-        state = {"kv": None, "mask": None, "rows": None, "logits": None}
+        state = {"rows": None, "logits": None}
         host_tokens: list[list[int]] = []
         host_entropy: list[list[float]] = []
         bar = tqdm(total=n_q, unit="q", disable=not progress, dynamic_ncols=True,
                    desc="questions", smoothing=0.05)
         start, last_note = time.perf_counter(), 0.0
 
+        def question_kv(q: int) -> tuple:
+            if q not in prefilled:
+                logits, kv = self._encode(self.ids[q][self.prefix_len:], self.prefix_kv,
+                                          self.prefix_len)
+                prefilled[q] = (logits, [(k[:, :, self.prefix_len:], v[:, :, self.prefix_len:])
+                                         for k, v in kv])
+            return prefilled[q]
+
         def admit():
             n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
-            if n_rows == 0:  # start afresh: the old (empty) tensors may have another width
-                state.update(kv=None, mask=None, rows=None, logits=None)
             room = self.max_rows - n_rows
             if not queue or room <= 0 or (n_rows and room < min(self.admit_min, len(queue))):
                 return
@@ -225,12 +261,7 @@ class _Decoder:
                 while queue and queue[0][0] == q and room > 0:
                     samples.append(queue.popleft()[1])
                     room -= 1
-                if q not in prefilled:
-                    logits, kv = self._encode(self.ids[q][self.prefix_len:], self.prefix_kv,
-                                              self.prefix_len)
-                    prefilled[q] = (logits, [(k[:, :, self.prefix_len:], v[:, :, self.prefix_len:])
-                                             for k, v in kv])
-                groups.append((q, samples, *prefilled[q]))
+                groups.append((q, samples, *question_kv(q)))
                 if not queue or queue[0][0] != q:
                     del prefilled[q]
             self._join(state, groups, keys)
@@ -238,8 +269,11 @@ class _Decoder:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
 
-        with torch.inference_mode(), patched(patch, self.model):
+        with torch.inference_mode(), patched(patch, self.model), prefix_attention(self.model):
             self.prefix_kv = self._encode(self.ids[0][: self.prefix_len], None, 0)[1]
+            if self.max_rows is None:
+                self.max_rows = self._calibrate(question_kv(queue[0][0])[1])
+            self.admit_min = max(1, min(rows_per_question, self.max_rows // 4))
             while True:
                 admit()
                 rows = state["rows"]
@@ -257,8 +291,12 @@ class _Decoder:
                 rows.tokens[torch.arange(len(chosen), device=self.device), rows.lengths] = chosen
                 rows.lengths += 1
                 rows.position += 1
-                chosen_host = chosen.tolist()
-                entropy_host = entropy.tolist() if entropy is not None else None
+                # The step's one transfer to the host: the tokens (and entropies, if asked).
+                if entropy is None:
+                    chosen_host, entropy_host = chosen.tolist(), None
+                else:
+                    both = torch.stack([chosen.double(), entropy.double()]).tolist()
+                    chosen_host, entropy_host = [int(t) for t in both[0]], both[1]
                 self.generated += len(chosen_host)
                 finished = self._advance(chosen_host, entropy_host, host_tokens, host_entropy)
                 if finished:
@@ -273,10 +311,11 @@ class _Decoder:
                             if on_question is not None:
                                 on_question(q, results[q])
                             bar.update(1)
-                    keep = [r for r in range(len(chosen_host)) if r not in finished]
-                    host_tokens[:] = [host_tokens[r] for r in keep]
-                    host_entropy[:] = [host_entropy[r] for r in keep]
-                    self._evict(state, torch.tensor(keep, dtype=torch.long, device=self.device))
+                    order = self.cache.remove(list(finished))
+                    host_tokens[:] = [host_tokens[r] for r in order]
+                    host_entropy[:] = [host_entropy[r] for r in order]
+                    keep = torch.tensor(order, dtype=torch.long, device=self.device)
+                    state["rows"] = rows.select(keep)
                     chosen = chosen[keep]
                 now = time.perf_counter()
                 if progress and now - last_note > 1.0:
@@ -284,12 +323,57 @@ class _Decoder:
                     bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
                     last_note = now
                 if len(chosen):
-                    state["logits"] = self._step(state, chosen)
+                    state["logits"] = self._step(chosen, state["rows"].position - 1)
         bar.close()
         return results
 
+    def _calibrate(self, kv) -> int:
+        """Rows per batch: the smallest size within 10% of the best decode rate measured.
+
+        Free memory bounds the candidates (:meth:`_memory_rows`); decode steps are timed at
+        16, 32, 64, ... rows (never more than the call needs), each row holding the first
+        question's keys, the best of two steps per size; doubling stops once the rate falls
+        below 80% of the best so far (a shared machine's noise should not end it early). A few
+        seconds on a CPU; the sizes and rates are logged (logger ``zerogap.engine``).
+        """
+        limit = min(self._memory_rows(), self.rows_needed)
+        sizes = [16]
+        while sizes[-1] < limit:
+            sizes.append(min(2 * sizes[-1], limit))
+        if limit <= sizes[0]:
+            _log.info("batch of %d rows (all the call needs)", limit, extra={"engine": {
+                "rows": limit}})
+            return limit
+        n = kv[0][0].shape[2]
+        cache = RowCache(self._layer_prefix(kv), self.own_layers, capacity=sizes[-1], slots=n + 2)
+        rates: dict[int, float] = {}
+        for i, size in enumerate([sizes[0], *sizes]):  # the first size warms up, uncounted
+            cache.remove(range(cache.rows))
+            cache.add(kv, size)
+            tokens = torch.zeros(size, dtype=torch.long, device=self.device)
+            best = 0.0
+            for extra in range(2):
+                position = torch.full((size,), self.prefix_len + n + extra, device=self.device)
+                t0 = time.perf_counter()
+                self._step(tokens, position, cache).sum().item()  # .item(): wait for the device
+                best = max(best, size / (time.perf_counter() - t0))
+            if i == 0:
+                continue
+            rates[size] = best
+            if best < 0.8 * max(rates.values()):
+                break
+        top = max(rates.values())
+        chosen = min(size for size, rate in rates.items() if rate >= 0.9 * top)
+        _log.info("batch of %d rows; decode tok/s by rows: %s", chosen,
+                  {k: round(v) for k, v in rates.items()},
+                  extra={"engine": {"rows": chosen, "rates": rates}})
+        return chosen
+
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
-        """Append each row's new token on the host; return {row: finish reason} for rows done."""
+        """Append each row's new token on the host; return {row: finish reason} for rows done.
+
+        Only rows whose newest token can complete a stop string have their tail decoded.
+        """
         finished = {}
         stop_rows = []
         for r, t in enumerate(chosen):
@@ -299,7 +383,7 @@ class _Decoder:
                 finished[r] = "eos"
                 continue
             host_tokens[r].append(t)
-            if self.stop:
+            if t in self.stop_tokens:
                 stop_rows.append(r)
             if len(host_tokens[r]) >= self.max_new:
                 finished[r] = "length"
@@ -318,30 +402,21 @@ class _Decoder:
             text = text[: min(text.find(s) for s in self.stop if s in text)]
         return Generation(list(tokens), text, how, entropies, stats)
 
+    def _layer_prefix(self, kv) -> list:
+        """The shared prefix per cache layer; empty for layers the prefix encode did not see
+        (a patch adds its source's layers on the first forward when the prefix is empty)."""
+        return [self.prefix_kv[i] if i < len(self.prefix_kv) else
+                (k[:, :, :0], v[:, :, :0]) for i, (k, v) in enumerate(kv)]
+
     def _join(self, state, groups, keys) -> None:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv)."""
-        p = self.prefix_len
-        width = max(kv[0][0].shape[2] for *_, kv in groups)
-        if state["rows"] is not None:
-            have = state["kv"][0][0].shape[2] - p
-            if width > have:  # older rows get masked columns right after the prefix
-                state["kv"] = [tuple(_insert_zeros(t, p, width - have) for t in kv)
-                               for kv in state["kv"]]
-                state["mask"] = _insert_zeros(state["mask"], p, width - have, dim=1)
-            width = max(width, have)
-        new_kv, new_mask, new_logits, new_rows = [], [], [], []
+        if self.cache is None:
+            self.cache = RowCache(self._layer_prefix(groups[0][3]), self.own_layers,
+                                  capacity=self.max_rows, slots=self.max_own)
+        new_logits, new_rows = [], []
         for q, samples, logits, kv in groups:
             n, s_len = len(samples), kv[0][0].shape[2]
-            new_kv.append([
-                tuple(torch.cat([pre.expand(n, -1, -1, -1),
-                                 pre.new_zeros(n, pre.shape[1], width - s_len, pre.shape[3]),
-                                 t.expand(n, -1, -1, -1)], dim=2)
-                      for pre, t in zip(pkv, qkv, strict=True))
-                for pkv, qkv in zip(self.prefix_kv, kv, strict=True)
-            ])
-            mask = torch.ones(n, p + width, dtype=torch.long, device=self.device)
-            mask[:, p:p + width - s_len] = 0
-            new_mask.append(mask)
+            self.cache.add(kv, n)
             new_logits.append(logits.expand(n, -1))
             new_rows.append(_Rows(
                 tokens=torch.full((n, self.max_new), -1, dtype=torch.long, device=self.device),
@@ -350,59 +425,29 @@ class _Decoder:
                 sample=torch.tensor(samples, dtype=torch.long, device=self.device),
                 keys=torch.tensor([keys(q, s) for s in samples], dtype=torch.int32,
                                   device=self.device),
-                position=torch.full((n,), p + s_len, dtype=torch.long, device=self.device),
+                position=torch.full((n,), self.prefix_len + s_len, dtype=torch.long,
+                                    device=self.device),
             ))
-        parts = ([] if state["rows"] is None else [state]) + [
-            {"kv": kv, "mask": m, "logits": lg, "rows": r}
-            for kv, m, lg, r in zip(new_kv, new_mask, new_logits, new_rows, strict=True)
-        ]
-        state["kv"] = [tuple(torch.cat([part["kv"][i][j] for part in parts]) for j in range(2))
-                       for i in range(len(self.prefix_kv))]
-        state["mask"] = torch.cat([part["mask"] for part in parts])
-        state["logits"] = torch.cat([part["logits"] for part in parts])
-        rows = parts[0]["rows"]
-        for part in parts[1:]:
-            rows = rows.cat(part["rows"])
+        if state["rows"] is not None and len(state["rows"].lengths):
+            new_logits.insert(0, state["logits"])
+            new_rows.insert(0, state["rows"])
+        state["logits"] = torch.cat(new_logits)
+        rows = new_rows[0]
+        for part in new_rows[1:]:
+            rows = rows.cat(part)
         state["rows"] = rows
 
-    def _evict(self, state, keep: torch.Tensor) -> None:
-        """Keep only rows ``keep``; drop padding columns that no remaining row attends to."""
-        mask = state["mask"][keep]
-        cols = None
-        if len(keep):
-            live = mask.any(0)
-            dead = int((~live).sum())
-            if dead >= 16:
-                cols = live.nonzero()[:, 0]
-                mask = mask[:, cols]
-        kv = []
-        for k, v in state["kv"]:
-            k, v = k[keep], v[keep]
-            if cols is not None:
-                k, v = k[:, :, cols], v[:, :, cols]
-            kv.append((k, v))
-        state["kv"], state["mask"], state["rows"] = kv, mask, state["rows"].select(keep)
-
-    def _step(self, state, chosen: torch.Tensor) -> torch.Tensor:
-        """Feed each row's newest token; return the next logits (R, V) float32."""
-        rows = state["rows"]
-        n = len(chosen)
-        state["mask"] = torch.cat(
-            [state["mask"], torch.ones(n, 1, dtype=torch.long, device=self.device)], dim=1
-        )
-        cache = self._cache(state["kv"])
-        out = self.model(input_ids=chosen[:, None], attention_mask=state["mask"],
-                         position_ids=(rows.position - 1)[:, None], use_cache=True,
-                         **{self.cache_arg: cache})
-        state["kv"] = [(layer.keys, layer.values) for layer in cache.layers]
+    def _step(self, tokens: torch.Tensor, position: torch.Tensor,
+              cache: RowCache | None = None) -> torch.Tensor:
+        """Feed each live row its newest token at ``position``; return the next logits (R, V)
+        float32."""
+        cache = self.cache if cache is None else cache
+        mask = cache.padding_mask() if cache.needs_mask else None
+        out = self.model(input_ids=tokens[:, None], attention_mask=mask,
+                         position_ids=position[:, None], use_cache=True,
+                         **{self.cache_arg: cache, ROWS_KWARG: cache})
+        cache.advance()
         return out.logits[:, -1].float()
-
-
-def _insert_zeros(t: torch.Tensor, at: int, n: int, dim: int = 2) -> torch.Tensor:
-    shape = list(t.shape)
-    shape[dim] = n
-    return torch.cat([t.narrow(dim, 0, at), t.new_zeros(shape),
-                      t.narrow(dim, at, t.shape[dim] - at)], dim=dim)
 
 
 def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: float,
@@ -431,7 +476,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default from free memory (capped at 16 on CPU, 512 on GPU).
+        Most rows decoded together; default: chosen from free memory and a short timing of
+        decode steps (see :meth:`_Decoder._calibrate`).
     progress : bool
         Show a progress bar (questions done, tokens/s, ETA) on stderr.
     on_question : callable, optional

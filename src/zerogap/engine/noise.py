@@ -10,8 +10,9 @@ perturbed scores lie within that rounding error of each other.
 
 Gumbel-max draws exactly from ``softmax(logits / T)`` (up to the 24-bit resolution of the
 uniforms). It is evaluated on each row's 64 largest scores whenever the uniforms' bounded range
-proves that no other token can win; other rows fall back to the full vocabulary, which gives
-the same answer because the noise of a token does not depend on the path taken.
+proves that no other token can win; other rows fall back to the tokens within that range of
+their best score (the full vocabulary's answer: a token further below cannot win, and the
+noise of a token does not depend on the path taken).
 """
 
 from __future__ import annotations
@@ -99,12 +100,20 @@ def gumbel_argmax(
     top, idx = scores.topk(k, dim=-1)
     chosen = idx.gather(1, (top + _gumbel(step_keys, hashes[idx])).argmax(-1, keepdim=True))[:, 0]
     # Rows whose k-th score is within the noise span of their best could be won by a token outside
-    # the candidates: redo those on the full vocabulary.
+    # the candidates: redo those on every token within the span of the best (a token below it
+    # loses to the best whatever the noise), which is the full-vocabulary argmax.
     unsure = top[:, -1] >= top[:, 0] - _SPAN
     if bool(unsure.any()):
         rows = unsure.nonzero()[:, 0]
-        full = scores[rows] + _gumbel(step_keys[rows], hashes.expand(len(rows), -1))
-        chosen[rows] = full.argmax(-1)
+        sub = scores[rows]
+        r_i, v_i = (sub >= top[rows, :1] - _SPAN).nonzero(as_tuple=True)
+        perturbed = sub[r_i, v_i] + _gumbel(step_keys[rows][r_i], hashes[v_i][:, None])[:, 0]
+        best = perturbed.new_full((len(rows),), float("-inf")).scatter_reduce(
+            0, r_i, perturbed, "amax")
+        win = perturbed == best[r_i]
+        # argmax's tie rule: the lowest token id among the maxima
+        chosen[rows] = v_i.new_full((len(rows),), scores.shape[-1]).scatter_reduce(
+            0, r_i[win], v_i[win], "amin")
     return chosen
 
 
