@@ -1,5 +1,9 @@
-"""Shared test set-up: the weight-free tiny Llama used for mechanics tests, and `gpu` tests that
-skip themselves where no CUDA device is present."""
+"""Shared test set-up: the weight-free tiny Llama used for mechanics tests, the real GSM8K
+release files (never copied into the repository), and `gpu` tests that skip themselves where no
+CUDA device is present."""
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,3 +59,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(saved)
+
+
+# ../shared/data/gsm8k next to the repository, as the project's machines lay it out.
+GSM8K_DIR = Path(
+    os.environ.get(
+        "ZEROGAP_GSM8K", Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+    )
+)
+
+
+@pytest.fixture(scope="session")
+def gsm8k_dir() -> Path:
+    if not (GSM8K_DIR / "test.jsonl").is_file():
+        pytest.skip(f"GSM8K not found at {GSM8K_DIR} (set ZEROGAP_GSM8K)")
+    return GSM8K_DIR

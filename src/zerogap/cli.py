@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "zerogap.task_cli",
     "zerogap.run_cli",
     "zerogap.neurons_cli",
+    "zerogap.contaminate_cli",
+    "zerogap.paraphrase_cli",
 )
 
 EPILOG = """examples:

@@ -1,0 +1,1 @@
+"""Long offline jobs that produce inputs for evaluation (contaminated models)."""
