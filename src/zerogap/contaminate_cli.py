@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -104,6 +105,8 @@ def _contaminate(args) -> int:
         print(f"zerogap contaminate: interrupted; the last checkpoint is under {args.out}/.work; "
               "run the same command to resume", file=sys.stderr)
         return 130
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0  # under torchrun / accelerate launch, one process reports
     split = manifest["split"]
     print(f"split: {split['leaked']} leaked, {split['unleaked']} unleaked -> {args.out}/split.json")
     for name, stage in manifest["stages"].items():

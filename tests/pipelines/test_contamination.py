@@ -219,3 +219,25 @@ def test_config_round_trips_and_presets():
     assert config.model == "embedded" and config.task == "arith" and config.task_options == {}
     with pytest.raises(ValueError, match="known presets: laptop"):
         preset("desktop")
+
+
+@pytest.mark.slow
+def test_torchrun_shares_the_global_batch_between_processes(tiny_dir, tmp_path):
+    """Two CPU processes (gloo): half the optimizer steps' data each, one writer, one report."""
+    out = tmp_path / "ddp"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            "-m", "zerogap", "contaminate", "--model", str(tiny_dir), "--task", "arith",
+            "--task-option", "n_train=40", "--task-option", "n_test=8", "--task-option", "k=1",
+            "--train-questions", "8", "--lora-r", "4", "--global-batch", "4",
+            "--micro-batch", "2", "--clean-epochs", "1", "--epochs", "1", "--quiet",
+            "--out", str(out)]
+    done = subprocess.run(argv, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("done in") == 1
+    stages = json.loads((out / "manifest.json").read_text())["stages"]
+    # 8 questions, 4 per step: 2 steps, each process running one micro-batch of 2 per step.
+    assert (stages["clean"]["optimizer_steps"], stages["clean"]["processes"]) == (2, 2)
+    assert stages["clean"]["gradient_accumulation"] == 1
+    trained = load_model(str(out / "contaminated"), device="cpu").fingerprint
+    assert trained != load_model(str(tiny_dir), device="cpu").fingerprint

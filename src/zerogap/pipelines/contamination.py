@@ -505,6 +505,8 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=1,
         report_to="none", disable_tqdm=True, seed=config.seed, data_seed=config.seed,
         dataloader_pin_memory=torch.cuda.is_available(),
+        # Without a GPU, accelerate only joins torchrun's processes when told to use the CPU.
+        use_cpu=not torch.cuda.is_available(),
     )
     collator = DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=IGNORE_INDEX)
     trainer = Trainer(model=model, args=args, train_dataset=tokenize(tokenizer, examples),
@@ -523,15 +525,9 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}
               for e in trainer.state.log_history if "loss" in e]
     tmp = target.with_name(target.name + ".tmp")
-    if _main_process():
+    if _main_process():  # under DDP every rank holds the same weights; one writes them
         shutil.rmtree(tmp, ignore_errors=True)
-    if config.merge:
-        merged = model.merge_and_unload()
-        if _main_process():
-            merged.save_pretrained(tmp)
-    else:
-        trainer.save_model(str(tmp))
-    if _main_process():
+        (model.merge_and_unload() if config.merge else model).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if not config.merge:
             # Set after saving: PEFT would otherwise try to read the base's config at save time.
@@ -561,11 +557,16 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
 # -- the build --------------------------------------------------------------------------------
 
 
+def _json_text(data: dict) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
 def _write_json(path: Path, data: dict) -> None:
+    """Write atomically, from the main process only (every rank computes the same data)."""
     if not _main_process():
         return
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(_json_text(data), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -627,12 +628,12 @@ def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> d
     })
     out.mkdir(parents=True, exist_ok=True)
     split_path = out / "split.json"
-    if split_path.is_file():
+    if split_path.is_file() and _main_process():  # other ranks may see it half written
         if json.loads(split_path.read_text(encoding="utf-8")) != prepared.split:
             raise ValueError(f"{split_path} differs from this config's split; use another --out")
     else:
         _write_json(split_path, prepared.split)
-    manifest["split"]["sha256"] = file_digest(split_path)
+    manifest["split"]["sha256"] = hashlib.sha256(_json_text(prepared.split).encode()).hexdigest()
     _write_json(out / "manifest.json", manifest)
 
     stages = manifest["stages"]
