@@ -273,17 +273,17 @@ def load_paraphrase_texts(path: str, needed: Sequence[str]) -> tuple[dict[str, s
 
     Every id in ``needed`` must be present; flagged rows carry the original text.
     """
-    texts, flagged = {}, 0
+    rows = {}
     for line_no, row in read_jsonl(path):
         if not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
             raise ValueError(f"{path}:{line_no}: needs string fields 'id' and 'text'")
-        texts[row["id"]] = row["text"]
-        flagged += row.get("status") == "flagged" and row["id"] in needed
-    missing = [q for q in needed if q not in texts]
+        rows[row["id"]] = row
+    missing = [q for q in needed if q not in rows]
     if missing:
         raise ValueError(f"{path}: no paraphrase for {len(missing)} leaked questions "
                          f"(first: {missing[0]!r})")
-    return {q: texts[q] for q in needed}, flagged
+    return ({q: rows[q]["text"] for q in needed},
+            sum(rows[q].get("status") == "flagged" for q in needed))
 
 
 def solution_examples(task, rows_and_questions) -> list[Example]:
@@ -325,7 +325,6 @@ class Plan:
     clean: list[Example]
     leaked: list[Example]
     general: list[Example]
-    flagged_paraphrases: int = 0
     data: dict[str, Any] = field(default_factory=dict)
 
     def contaminated(self, copies: int) -> list[Example]:
@@ -371,7 +370,7 @@ def plan(config: ContaminationConfig) -> Plan:
             "flagged_leaked": flagged,
         },
     }
-    return Plan(config, task, split, clean, leaked, general, flagged, data)
+    return Plan(config, task, split, clean, leaked, general, data)
 
 
 # -- training ---------------------------------------------------------------------------------
