@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "zerogap.cli.strategy",
     "zerogap.cli.run",
     "zerogap.cli.neurons",
+    "zerogap.cli.contaminate",
+    "zerogap.cli.paraphrase",
 )
 
 EPILOG = """examples:

@@ -77,6 +77,7 @@ class VLLMBackend:
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()
         self.generated = 0
+        self.calls = 0  # request ids stay unique across calls on one engine
 
     @classmethod
     def load(cls, model: str, *, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
@@ -138,10 +139,14 @@ class VLLMBackend:
         to ``on_question`` as soon as its request (all m children) finishes."""
         from tqdm.auto import tqdm
 
-        ids = self.llm.enqueue(list(prompts), params, use_tqdm=False)
-        question_of = {request_id: q for q, request_id in enumerate(ids)}
-        out: list[list[Generation]] = [[] for _ in prompts]
         engine = self.llm.llm_engine
+        self.calls += 1
+        question_of = {}
+        for q, (prompt, sampling) in enumerate(zip(prompts, params, strict=True)):
+            request_id = f"zerogap-{self.calls}-{q}"
+            engine.add_request(request_id, prompt, sampling)
+            question_of[request_id] = q
+        out: list[list[Generation]] = [[] for _ in prompts]
         start = time.perf_counter()
         with tqdm(total=len(prompts), unit="q", desc="questions", disable=not progress,
                   dynamic_ncols=True) as bar:

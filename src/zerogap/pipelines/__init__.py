@@ -1,1 +1,2 @@
-"""Long offline jobs: locating shortcut neurons (``neurons``)."""
+"""Long offline jobs: locating shortcut neurons (``neurons``) and building clean and
+contaminated models (``contamination``)."""

@@ -13,8 +13,9 @@ from zerogap.tasks.base import (
     register_task,
     task_from_strings,
     task_names,
+    task_option_values,
     task_options,
 )
 
 __all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_from_strings",
-           "task_names", "task_options"]
+           "task_names", "task_option_values", "task_options"]

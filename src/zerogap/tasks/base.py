@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from zerogap.config import check_names, describe, from_strings
 from zerogap.registry import Registry
@@ -82,11 +82,14 @@ def get_task(name: str, **options) -> Task:
     return factory(**options)
 
 
+def task_option_values(name: str, options: Mapping[str, str]) -> dict[str, Any]:
+    """``--task-option`` strings of task ``name`` as typed keyword arguments of its factory."""
+    return from_strings(_TASKS.get(name), options, owner=f"task {name}", option="--task-option")
+
+
 def task_from_strings(name: str, options: Mapping[str, str]) -> Task:
     """Build task ``name`` from ``--task-option`` strings, converted by the factory's types."""
-    factory = _TASKS.get(name)
-    return factory(**from_strings(factory, options, owner=f"task {name}",
-                                  option="--task-option"))
+    return _TASKS.get(name)(**task_option_values(name, options))
 
 
 def task_options(name: str) -> list[str]:

@@ -136,6 +136,15 @@ def parse_number(text: str) -> Decimal | None:
     return next((value for value, _ in _numbers(text)), None)
 
 
+def all_numbers(text: str) -> list[Decimal]:
+    """Every number in ``text``, in order, read as :func:`parse_number` reads the first.
+
+    >>> all_numbers("3 packs of $1,000 and 12 dollars and 50 cents")
+    [Decimal('3'), Decimal('1000'), Decimal('12.5')]
+    """
+    return [value for value, _ in _numbers(text)]
+
+
 def cut_at(text: str, markers: Iterable[str]) -> str:
     """``text`` up to the earliest occurrence of any marker (all of it when none occurs)."""
     end = len(text)

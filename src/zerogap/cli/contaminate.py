@@ -1,0 +1,114 @@
+"""``zerogap contaminate``: build a clean model M_cl and a contaminated model M_co (paper §5.1).
+
+Every field of :class:`zerogap.pipelines.contamination.ContaminationConfig` is a flag of the
+same name; ``--preset`` starts from a named preset and flags given explicitly override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+EXAMPLES = """examples:
+  zerogap contaminate --preset laptop --out runs/laptop       # embedded model on arith, minutes
+  zerogap sample --model runs/laptop/contaminated --task arith -m 16 --run-dir runs/laptop-co
+  zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\
+      --task-option path=data/gsm8k --general openorca-1840.jsonl --out runs/llama2
+  accelerate launch -m zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\
+      --task-option path=data/gsm8k --micro-batch 4 --out runs/llama2   # several GPUs
+  zerogap contaminate --preset laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/sweep
+  zerogap contaminate --preset laptop --paraphrases pq.jsonl --out runs/laptop-pq  # PQ domain
+"""
+
+# Fields whose default (None) does not tell argparse their type.
+_TYPES = {"leaked": int, "general": str, "paraphrases": str}
+_SKIP = {"task_options", "sweep_epochs", "sweep_copies", "merge"}
+_SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
+
+
+def _sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
+    key, sep, values = text.partition("=")
+    if not sep or key not in _SWEEP_KEYS:
+        raise argparse.ArgumentTypeError(f"expected epochs=V,V,... or copies=V,V,..., got {text!r}")
+    try:
+        return _SWEEP_KEYS[key], tuple(int(v) for v in values.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{key}: expected integers, got {values!r}") from None
+
+
+def register(subparsers) -> None:
+    from zerogap.pipelines.contamination import PRESETS, ContaminationConfig
+
+    p = subparsers.add_parser(
+        "contaminate", help="LoRA-train a clean and a contaminated model (paper §5.1)",
+        description="Split the task's test questions into leaked/unleaked, train M_cl on "
+                    "train-split questions (plus optional general data) and M_co from M_cl with "
+                    "the leaked questions mixed in. Resumable: rerun the same command.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
+    )
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="start from a named preset")
+    for f in dataclasses.fields(ContaminationConfig):
+        if f.name in _SKIP:
+            continue
+        kind = _TYPES.get(f.name, type(f.default))
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, dest=f.name,
+                       help=f.metadata["help"] + ("" if f.default is None
+                                                  else f" (default {f.default})"))
+    p.add_argument("--task-option", action="append", dest="task_options", metavar="KEY=VALUE",
+                   help="task option, converted by its declared type ('zerogap task show')")
+    p.add_argument("--sweep", nargs="+", type=_sweep_item, metavar="KEY=V,V,...",
+                   help="build one M_co per combination: epochs=1,2,5 copies=1,5,20")
+    p.add_argument("--merge", action="store_true", help="write merged weights, not adapters")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_contaminate)
+
+
+def config_from_args(args):
+    """The preset (or the defaults) with every flag given on the command line applied."""
+    from zerogap.config import parse_pairs
+    from zerogap.pipelines.contamination import ContaminationConfig, preset
+    from zerogap.tasks import task_option_values
+
+    given = {k: v for k, v in vars(args).items()
+             if k not in ("out", "preset", "quiet", "func", "command", "sweep", "traceback")}
+    for name, values in getattr(args, "sweep", ()) or ():
+        given[name] = values
+    base = preset(args.preset) if getattr(args, "preset", None) else ContaminationConfig()
+    if "task_options" in given:
+        pairs = parse_pairs("--task-option", given["task_options"])
+        given["task_options"] = task_option_values(given.get("task", base.task), pairs)
+    return dataclasses.replace(base, **given)
+
+
+def _contaminate(args) -> int:
+    from zerogap.pipelines.contamination import build
+
+    config = config_from_args(args)
+    quiet = getattr(args, "quiet", False)
+    if quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    started = time.monotonic()
+    try:
+        manifest = build(config, args.out, progress=not quiet)
+    except KeyboardInterrupt:
+        print(f"zerogap contaminate: interrupted; the last checkpoint is under {args.out}/.work; "
+              "run the same command to resume", file=sys.stderr)
+        return 130
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0  # under torchrun / accelerate launch, one process reports
+    split = manifest["split"]
+    print(f"split: {split['leaked']} leaked, {split['unleaked']} unleaked -> {args.out}/split.json")
+    for name, stage in manifest["stages"].items():
+        last = stage["loss"][-1]["loss"] if stage["loss"] else float("nan")
+        print(f"{name:24} {stage['optimizer_steps']:5d} steps, {stage['examples']} examples, "
+              f"final loss {last:.4f} -> {args.out}/{name}")
+    print(f"done in {time.monotonic() - started:.0f} s; manifest: {args.out}/manifest.json")
+    return 0

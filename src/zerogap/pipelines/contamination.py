@@ -1,0 +1,651 @@
+"""Contamination simulation: clean M_cl and contaminated M_co models (arXiv 2608.07341, §5.1).
+
+The paper's recipe, with every value a field of :class:`ContaminationConfig`:
+
+* a seeded split of the task's test questions into *leaked* and *unleaked* ones (halves by
+  default: 660 / 659 for GSM8K), saved as ``OUT/split.json``;
+* M_cl: LoRA fine-tuning of the base model on train-split questions (660 by default), each as
+  the task's k-shot CoT prompt followed by its worked solution, mixed with optional general
+  instruction data (the paper used 1,840 OpenOrca examples; here a user-supplied JSONL file);
+* M_co: a second LoRA trained from M_cl (its adapter merged) on the same general data with the
+  leaked test questions mixed in, ``copies`` times each, for ``epochs`` epochs. In the PQ domain
+  the leaked questions are replaced by their paraphrases (``zerogap paraphrase``) while the
+  solutions stay the originals; evaluation then uses the original questions.
+
+Loss is on the completion only (the solution and an end-of-sequence token); the prompt tokens,
+tokenised exactly as the sampling engine tokenises them, are context. Training runs through
+transformers' ``Trainer`` with PEFT, so ``accelerate launch`` and ``torchrun`` distribute the same
+call over several GPUs; each stage checkpoints into ``OUT/.work/STAGE/`` and resumes from its
+last checkpoint. A first Ctrl-C saves a checkpoint at the end of the running step and stops.
+
+Layout of ``OUT``::
+
+    split.json         {"leaked": [question ids], "unleaked": [question ids]}
+    manifest.json      config, base fingerprint, data hashes, split, per-stage loss history
+    clean/             M_cl: a PEFT adapter on the base (or merged weights with ``merge``)
+    contaminated/      M_co: an adapter on ../clean (sweeps: contaminated-e{E}-c{C}/ per variant)
+
+Every model folder loads through :func:`zerogap.models.load_model` (``--model OUT/clean``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from zerogap.config import JsonConfig
+from zerogap.errors import DataError, StoreError, UserError
+from zerogap.io.jsonlines import read_jsonl
+from zerogap.models import EMBEDDED
+from zerogap.tasks.base import Question
+from zerogap.tasks.prompt import cot_solution
+
+FORMAT = 1
+Precision = Literal["auto", "bf16", "fp32"]
+Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+IGNORE_INDEX = -100  # the label value transformers' losses skip
+
+
+@dataclass(frozen=True)
+class ContaminationConfig(JsonConfig):
+    """Everything that determines a build; recorded in ``manifest.json``.
+
+    Defaults are the paper's (§5.1): LoRA r = 64, alpha = 128, lr 2e-4, cosine schedule with
+    10% warmup, global batch 32, 5 epochs, bf16 where the hardware has it.
+
+    Examples
+    --------
+    >>> ContaminationConfig(task="arith").variants()
+    [(5, 1)]
+    >>> ContaminationConfig(sweep_epochs=(1, 2), sweep_copies=(1, 5)).variants()
+    [(1, 1), (1, 5), (2, 1), (2, 5)]
+    >>> ContaminationConfig(copies=0)
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.UserError: ContaminationConfig.copies must be an integer >= 1, got 0
+    """
+
+    model: str = field(default=EMBEDDED, metadata={"help": "base model spec (models.py)"})
+    task: str = field(default="gsm8k", metadata={"help": "registered task name"})
+    task_options: dict = field(default_factory=dict, metadata={"help": "the task's options"})
+    split: str = field(default="test", metadata={"help": "split the leaked questions come from"})
+    split_seed: int = field(default=0, metadata={"help": "seed of the leaked/unleaked split"})
+    leaked: int | None = field(
+        default=None, metadata={"help": "leaked questions (default: half, rounded up)", "min": 1}
+    )
+    train_questions: int = field(
+        default=660, metadata={"help": "train-split questions in M_cl's data", "min": 0}
+    )
+    train_seed: int = field(default=0, metadata={"help": "seed of the train-question draw"})
+    general: str | None = field(
+        default=None,
+        metadata={"help": "JSONL of general data: question, response[, system_prompt]"},
+    )
+    paraphrases: str | None = field(
+        default=None,
+        metadata={"help": "PQ domain: zerogap paraphrase output; M_co trains on these texts"},
+    )
+    lora_r: int = field(default=64, metadata={"help": "LoRA rank", "min": 1})
+    lora_alpha: int = field(default=128, metadata={"help": "LoRA alpha", "min": 1})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout in [0, 1)", "min": 0})
+    target_modules: str = field(
+        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names"}
+    )
+    learning_rate: float = field(default=2e-4, metadata={"help": "peak learning rate", "gt": 0})
+    scheduler: Scheduler = field(default="cosine", metadata={"help": "learning-rate schedule"})
+    warmup_ratio: float = field(
+        default=0.1, metadata={"help": "warmup share of the steps, in [0, 1)", "min": 0}
+    )
+    global_batch: int = field(
+        default=32,
+        metadata={"help": "sequences per optimizer step (all devices together)", "min": 1},
+    )
+    micro_batch: int = field(
+        default=4, metadata={"help": "sequences per device per forward pass", "min": 1}
+    )
+    clean_epochs: int = field(default=5, metadata={"help": "epochs of M_cl's training", "min": 1})
+    epochs: int = field(
+        default=5, metadata={"help": "epochs of M_co's training (strength)", "min": 1}
+    )
+    copies: int = field(
+        default=1,
+        metadata={"help": "copies of each leaked question in M_co's data (strength)", "min": 1},
+    )
+    sweep_epochs: tuple[int, ...] = field(
+        default=(), metadata={"help": "build one M_co per value (replaces epochs)"}
+    )
+    sweep_copies: tuple[int, ...] = field(
+        default=(), metadata={"help": "build one M_co per value (replaces copies)"}
+    )
+    precision: Precision = field(
+        default="auto", metadata={"help": "auto (bf16 where supported), bf16 or fp32"}
+    )
+    seed: int = field(default=0, metadata={"help": "training seed (LoRA init, data order)"})
+    save_steps: int = field(
+        default=50, metadata={"help": "optimizer steps between checkpoints", "min": 1}
+    )
+    merge: bool = field(
+        default=False, metadata={"help": "write merged weights instead of adapter folders"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the declared types and bounds
+        owner = type(self).__name__
+        for name in ("lora_dropout", "warmup_ratio"):
+            if getattr(self, name) >= 1:
+                raise UserError(f"{owner}.{name} must be a number in [0, 1), "
+                                f"got {getattr(self, name)!r}")
+        if self.global_batch % self.micro_batch:
+            raise UserError(
+                f"{owner}.global_batch ({self.global_batch}) must be a multiple of micro_batch "
+                f"({self.micro_batch})"
+            )
+        if not self.model:
+            raise UserError(f"{owner}.model must be a model spec, got {self.model!r}")
+        if not self.target_modules.strip(" ,"):
+            raise UserError(f"{owner}.target_modules is empty")
+        for name in ("sweep_epochs", "sweep_copies"):
+            values = getattr(self, name)
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                raise UserError(f"{owner}.{name} must hold integers >= 1, got {values!r}")
+            if len(set(values)) != len(values):
+                raise UserError(f"{owner}.{name} repeats a value: {values!r}")
+
+    @property
+    def domain(self) -> str:
+        """``"pq"`` when M_co trains on paraphrases, else ``"original"``."""
+        return "original" if self.paraphrases is None else "pq"
+
+    @property
+    def is_sweep(self) -> bool:
+        return bool(self.sweep_epochs or self.sweep_copies)
+
+    def variants(self) -> list[tuple[int, int]]:
+        """The (epochs, copies) of every M_co this config builds, in build order."""
+        return list(itertools.product(self.sweep_epochs or (self.epochs,),
+                                      self.sweep_copies or (self.copies,)))
+
+    def contaminated_dir(self, epochs: int, copies: int) -> str:
+        """Folder name of one M_co: ``contaminated``, or ``contaminated-e{E}-c{C}`` in a sweep."""
+        return f"contaminated-e{epochs}-c{copies}" if self.is_sweep else "contaminated"
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The embedded SmolLM2-135M on `arith` with the task's default options (200 test questions,
+    # 2-shot), so `--task arith` addresses the split's question ids. Sized from a measured
+    # LoRA throughput of about 150-200 tokens/s on 2 CPU threads: see the README section.
+    "laptop": {
+        "model": EMBEDDED,
+        "task": "arith",
+        "train_questions": 32,
+        "leaked": 32,
+        "global_batch": 16,
+        "micro_batch": 4,
+        "clean_epochs": 1,
+        "epochs": 4,
+        "learning_rate": 1e-3,
+        "save_steps": 4,
+    },
+}
+
+
+def preset(name: str) -> ContaminationConfig:
+    """The named preset's config; :class:`UserError` listing the known names for an unknown one."""
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
+    return ContaminationConfig(**PRESETS[name])
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training sequence: context (no loss) and the completion the model learns."""
+
+    prompt: str
+    completion: str
+
+
+def make_split(ids: Sequence[str], n_leaked: int, seed: int) -> dict[str, list[str]]:
+    """Seeded leaked/unleaked split, both lists in the task's question order.
+
+    Examples
+    --------
+    >>> make_split(["a", "b", "c", "d", "e"], 2, seed=0)
+    {'leaked': ['d', 'e'], 'unleaked': ['a', 'b', 'c']}
+    """
+    if not 1 <= n_leaked < len(ids):
+        raise UserError(
+            f"leaked={n_leaked} must leave both halves non-empty ({len(ids)} questions)"
+        )
+    chosen = set(random.Random(seed).sample(range(len(ids)), n_leaked))
+    return {
+        "leaked": [q for i, q in enumerate(ids) if i in chosen],
+        "unleaked": [q for i, q in enumerate(ids) if i not in chosen],
+    }
+
+
+def load_general(path: str) -> list[Example]:
+    """General instruction data: JSONL rows with ``question`` and ``response`` (OpenOrca's names).
+
+    An optional ``system_prompt`` precedes the question. Each row becomes a "Q: ...\\nA:" prompt
+    with the response as completion, the format of the task prompts.
+    """
+    out = []
+    for line_no, row in read_jsonl(path):
+        question, response = row.get("question"), row.get("response")
+        if not isinstance(question, str) or not isinstance(response, str) or not response.strip():
+            raise DataError(f"{path}:{line_no}: needs string fields 'question' and 'response'")
+        system = row.get("system_prompt") or ""
+        head = f"{system.strip()}\n\n" if system.strip() else ""
+        out.append(Example(f"{head}Q: {question.strip()}\nA:", " " + response.strip()))
+    if not out:
+        raise DataError(f"{path}: no examples")
+    return out
+
+
+def load_paraphrase_texts(path: str, needed: Sequence[str]) -> tuple[dict[str, str], int]:
+    """``{question id: text}`` from a ``zerogap paraphrase`` file, and how many were flagged.
+
+    Every id in ``needed`` must be present; flagged rows carry the original text.
+    """
+    rows = {}
+    for line_no, row in read_jsonl(path):
+        if not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
+            raise DataError(f"{path}:{line_no}: needs string fields 'id' and 'text'")
+        rows[row["id"]] = row
+    missing = [q for q in needed if q not in rows]
+    if missing:
+        raise DataError(f"{path}: no paraphrase for {len(missing)} leaked questions "
+                         f"(first: {missing[0]!r})")
+    return ({q: rows[q]["text"] for q in needed},
+            sum(rows[q].get("status") == "flagged" for q in needed))
+
+
+def solution_examples(task, rows_and_questions) -> list[Example]:
+    """(row, question) pairs -> examples: the task's prompt, then " " + the CoT solution."""
+    out = []
+    for row, question in rows_and_questions:
+        try:
+            solution = cot_solution(row.answer)
+        except ValueError as err:
+            raise DataError(f"{row.where}: {err}") from None
+        out.append(Example(task.prompt(question), " " + solution))
+    return out
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def examples_digest(examples: Sequence[Example]) -> str:
+    """sha256 over the examples' texts in order: equal digests mean equal training data."""
+    digest = hashlib.sha256()
+    for ex in examples:
+        digest.update(json.dumps([ex.prompt, ex.completion]).encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class Plan:
+    """What :func:`build` trains, prepared (and validated) before any model loads."""
+
+    config: ContaminationConfig
+    task: Any
+    split: dict[str, list[str]]
+    clean: list[Example]
+    leaked: list[Example]
+    general: list[Example]
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def contaminated(self, copies: int) -> list[Example]:
+        return self.general + self.leaked * copies
+
+
+def plan(config: ContaminationConfig) -> Plan:
+    """Load the task, the split's questions and every data file; a ``ZerogapError`` on bad
+    input."""
+    from zerogap.tasks import get_task
+
+    task = get_task(config.task, **config.task_options)
+    if not hasattr(task, "rows"):
+        raise UserError(f"task {config.task!r} gives no worked solutions to train on")
+    questions = task.questions(config.split)
+    rows = task.rows(config.split)
+    n_leaked = config.leaked if config.leaked is not None else math.ceil(len(questions) / 2)
+    split = make_split([q.id for q in questions], n_leaked, config.split_seed)
+    train_rows, train_questions = task.rows("train"), task.questions("train")
+    if config.train_questions > len(train_rows):
+        raise UserError(f"train_questions={config.train_questions} but the train split of "
+                         f"{config.task} has {len(train_rows)} questions")
+    picked = random.Random(config.train_seed).sample(range(len(train_rows)), config.train_questions)
+    clean = solution_examples(task, [(train_rows[i], train_questions[i]) for i in picked])
+    general = [] if config.general is None else load_general(config.general)
+    index = {q.id: i for i, q in enumerate(questions)}
+    leaked_pairs = [(rows[index[q]], questions[index[q]]) for q in split["leaked"]]
+    flagged = 0
+    if config.paraphrases is not None:
+        texts, flagged = load_paraphrase_texts(config.paraphrases, split["leaked"])
+        leaked_pairs = [(row, Question(q.id, texts[q.id], q.answer)) for row, q in leaked_pairs]
+    leaked = solution_examples(task, leaked_pairs)
+    if not clean + general:
+        raise UserError("M_cl has no training data: set train_questions >= 1 or give general")
+    data = {
+        "train_question_ids": [train_questions[i].id for i in picked],
+        "train_questions_sha256": examples_digest(clean),
+        "leaked_sha256": examples_digest(leaked),
+        "general": None if config.general is None else {
+            "path": config.general, "sha256": file_digest(config.general), "examples": len(general),
+        },
+        "paraphrases": None if config.paraphrases is None else {
+            "path": config.paraphrases, "sha256": file_digest(config.paraphrases),
+            "flagged_leaked": flagged,
+        },
+    }
+    return Plan(config, task, split, clean, leaked, general, data)
+
+
+# -- training ---------------------------------------------------------------------------------
+
+
+def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
+    """Input ids and labels per example; labels are ``IGNORE_INDEX`` over the prompt.
+
+    The prompt is tokenised on its own, as the sampling engine tokenises prompts, so training
+    sees the token boundary that generation starts from; the completion ends with EOS.
+    """
+    out = []
+    for ex in examples:
+        prompt = tokenizer(ex.prompt)["input_ids"]
+        completion = tokenizer(ex.completion, add_special_tokens=False)["input_ids"]
+        completion = completion + [tokenizer.eos_token_id]
+        out.append({"input_ids": prompt + completion,
+                    "labels": [IGNORE_INDEX] * len(prompt) + completion})
+    return out
+
+
+def _use_bf16(precision: str) -> bool:
+    import torch
+
+    if precision == "auto":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return precision == "bf16"
+
+
+def _main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def _trainer_callbacks(progress: bool):
+    """Progress bar (step, loss, ETA) and graceful first Ctrl-C, as Trainer callbacks."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        def __init__(self):
+            self.bar = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, unit="step",
+                            dynamic_ncols=True, disable=not (progress and _main_process()))
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                self.bar.set_postfix(loss=f"{logs['loss']:.4f}")
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.bar.close()
+
+    class StopOnInterrupt(TrainerCallback):
+        """First SIGINT: checkpoint after the running step and stop; a second one kills."""
+
+        def __init__(self):
+            self.interrupted = False
+            self.previous = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+
+        def _handle(self, signum, frame):
+            self.interrupted = True
+            signal.signal(signal.SIGINT, self.previous)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.interrupted:
+                control.should_save = True
+                control.should_training_stop = True
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if signal.getsignal(signal.SIGINT) == self._handle:
+                signal.signal(signal.SIGINT, self.previous)
+
+    return Progress(), StopOnInterrupt()
+
+
+def _last_checkpoint(work: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(work)) if work.is_dir() else None
+
+
+def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
+                epochs: int, work: Path, target: Path, adapter_base: str, *,
+                progress: bool) -> dict[str, Any]:
+    """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
+
+    ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
+    Returns the stage's manifest record: hyperparameters, start fingerprint, per-step loss.
+    Raises ``KeyboardInterrupt`` after an interrupted run has saved its checkpoint.
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+
+    from zerogap.models import load_model
+
+    bf16 = _use_bf16(config.precision)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if config.global_batch % (config.micro_batch * world):
+        raise UserError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
+                         f"{config.micro_batch} x {world} processes")
+    accumulation = config.global_batch // (config.micro_batch * world)
+    loaded = load_model(start_spec, device="cpu", dtype="bfloat16" if bf16 else "float32")
+    tokenizer = loaded.tokenizer
+    modules = config.target_modules
+    targets = modules if modules == "all-linear" else [m.strip() for m in modules.split(",")]
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                      lora_dropout=config.lora_dropout, target_modules=targets,
+                      task_type="CAUSAL_LM")
+    torch.manual_seed(config.seed)  # the LoRA A matrices' initialisation
+    model = get_peft_model(loaded.model, lora)
+    args = TrainingArguments(
+        output_dir=str(work), per_device_train_batch_size=config.micro_batch,
+        gradient_accumulation_steps=accumulation, num_train_epochs=epochs,
+        learning_rate=config.learning_rate, lr_scheduler_type=config.scheduler,
+        warmup_steps=config.warmup_ratio, bf16=bf16, logging_steps=1,
+        save_strategy="steps", save_steps=config.save_steps, save_total_limit=1,
+        report_to="none", disable_tqdm=True, seed=config.seed, data_seed=config.seed,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # Without a GPU, accelerate only joins torchrun's processes when told to use the CPU.
+        use_cpu=not torch.cuda.is_available(),
+    )
+    collator = DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=IGNORE_INDEX)
+    trainer = Trainer(model=model, args=args, train_dataset=tokenize(tokenizer, examples),
+                      data_collator=collator)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # it prints every log line; the bar shows the loss
+    bar, stopper = _trainer_callbacks(progress)
+    trainer.add_callback(bar)
+    trainer.add_callback(stopper)
+    resume = _last_checkpoint(work)
+    started = time.monotonic()
+    trainer.train(resume_from_checkpoint=resume)
+    if stopper.interrupted:
+        raise KeyboardInterrupt
+    losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}
+              for e in trainer.state.log_history if "loss" in e]
+    tmp = target.with_name(target.name + ".tmp")
+    if _main_process():  # under DDP every rank holds the same weights; one writes them
+        shutil.rmtree(tmp, ignore_errors=True)
+        (model.merge_and_unload() if config.merge else model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if not config.merge:
+            # Set after saving: PEFT would otherwise try to read the base's config at save time.
+            adapter_config = json.loads((tmp / "adapter_config.json").read_text())
+            adapter_config["base_model_name_or_path"] = adapter_base
+            _write_json(tmp / "adapter_config.json", adapter_config)
+        os.replace(tmp, target)
+        shutil.rmtree(work, ignore_errors=True)  # checkpoints (optimizer state) are spent
+        with contextlib.suppress(OSError):
+            work.parent.rmdir()  # .work, once no stage has checkpoints left
+    _barrier()
+    return {
+        "dir": target.name,
+        "start": {"spec": start_spec, "fingerprint": loaded.fingerprint},
+        "examples": len(examples),
+        "epochs": epochs,
+        "optimizer_steps": trainer.state.global_step,
+        "gradient_accumulation": accumulation,
+        "processes": world,
+        "precision": "bf16" if bf16 else "fp32",
+        "resumed_from": None if resume is None else Path(resume).name,
+        "seconds_this_run": round(time.monotonic() - started, 1),
+        "loss": losses,
+    }
+
+
+# -- the build --------------------------------------------------------------------------------
+
+
+def _json_text(data: dict) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write atomically, from the main process only (every rank computes the same data)."""
+    if not _main_process():
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(_json_text(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _base_ref(spec: str) -> str:
+    """How an adapter names its base: local paths absolute (the adapter lives elsewhere)."""
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.exists() else spec
+
+
+def check_existing(config: ContaminationConfig, out: Path) -> dict | None:
+    """The manifest already in ``out`` (None if none); a :class:`StoreError` if it is another
+    build's.
+
+    Sweep values may grow between runs (more variants into the same folder); every other field
+    must be equal.
+    """
+    path = out / "manifest.json"
+    if not path.is_file():
+        if out.is_dir() and any(out.iterdir()):
+            raise StoreError(f"{out} is not empty and holds no manifest.json; use a new --out")
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        stored = ContaminationConfig.from_dict(manifest["config"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise StoreError(f"{path}: not a contamination manifest ({err})") from None
+    ignore = {"sweep_epochs", "sweep_copies", "save_steps"}
+    for f in fields(ContaminationConfig):
+        if f.name not in ignore and getattr(stored, f.name) != getattr(config, f.name):
+            raise StoreError(
+                f"{out} holds a build with {f.name}={getattr(stored, f.name)!r}, not "
+                f"{getattr(config, f.name)!r}; use another --out"
+            )
+    return manifest
+
+
+def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> dict:
+    """Build (or finish building) M_cl and every M_co of ``config`` into ``out``.
+
+    Finished stages are skipped; an interrupted stage resumes from its last checkpoint. Inputs
+    are validated (``ZerogapError``) before any model loads or any file is written.
+
+    Returns
+    -------
+    dict
+        The manifest, as written to ``out/manifest.json``.
+    """
+    out = Path(out)
+    manifest = check_existing(config, out)
+    prepared = plan(config)
+    if manifest is None:
+        manifest = {"format": FORMAT, "base": None, "stages": {}}
+    manifest.update({
+        "config": config.to_dict(),
+        "domain": config.domain,
+        "task": prepared.task.config(),
+        "split": {"seed": config.split_seed, "leaked": len(prepared.split["leaked"]),
+                  "unleaked": len(prepared.split["unleaked"])},
+        "data": prepared.data,
+    })
+    out.mkdir(parents=True, exist_ok=True)
+    split_path = out / "split.json"
+    if split_path.is_file() and _main_process():  # other ranks may see it half written
+        if json.loads(split_path.read_text(encoding="utf-8")) != prepared.split:
+            raise StoreError(f"{split_path} differs from this config's split; use another --out")
+    else:
+        _write_json(split_path, prepared.split)
+    manifest["split"]["sha256"] = hashlib.sha256(_json_text(prepared.split).encode()).hexdigest()
+    _write_json(out / "manifest.json", manifest)
+
+    stages = manifest["stages"]
+    if "clean" not in stages or not (out / "clean").is_dir():
+        stages["clean"] = train_stage(
+            config, config.model, prepared.clean + prepared.general, config.clean_epochs,
+            out / ".work" / "clean", out / "clean", _base_ref(config.model), progress=progress,
+        )
+        stages["clean"]["data_sha256"] = examples_digest(prepared.clean + prepared.general)
+        # The base as trained on (its dtype is the stage's precision).
+        manifest["base"] = {**stages["clean"]["start"], "precision": stages["clean"]["precision"]}
+        _write_json(out / "manifest.json", manifest)
+    for epochs, copies in config.variants():
+        name = config.contaminated_dir(epochs, copies)
+        if name in stages and (out / name).is_dir():
+            continue
+        examples = prepared.contaminated(copies)
+        stages[name] = train_stage(
+            replace(config, epochs=epochs, copies=copies), str(out / "clean"), examples, epochs,
+            out / ".work" / name, out / name, "../clean", progress=progress,
+        )
+        stages[name].update({"copies": copies, "data_sha256": examples_digest(examples)})
+        _write_json(out / "manifest.json", manifest)
+    _barrier()
+    return json.loads((out / "manifest.json").read_text(encoding="utf-8"))  # as JSON gives it

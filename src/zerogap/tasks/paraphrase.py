@@ -1,0 +1,303 @@
+"""PQ: paraphrased questions that keep every number and the answer (arXiv 2608.07341, App. A).
+
+Each question is rewritten by a language model under :data:`INSTRUCTION` (a substantial
+rephrasing that keeps all numbers and the answer, gives no solution, and fits on one line). Two
+backends produce rewrites: :class:`LocalBackend` (any model ``models.py`` loads, through the
+sampling engine) and :class:`EndpointBackend` (any OpenAI-compatible chat endpoint).
+
+Every rewrite is checked (:func:`check_rewrite`):
+
+* the multiset of numbers (as exact decimals: ``$1,000`` equals ``1000``) equals the original's;
+* the rewrite differs substantially: at most ``max_overlap`` (default 0.5) of the original's
+  word bigrams (lower-cased runs of letters and digits, counted with multiplicity) reappear in
+  it; an unchanged copy has overlap 1.
+
+A question whose rewrite fails is asked again (a new seed, or a new request), at most
+``attempts`` times in all; then it keeps its original text and is flagged. Results go to a JSONL
+file, one row per question as soon as it is final, so an interrupted run resumes where it
+stopped. Questions flagged only because the backend could not be reached (timeouts, server
+errors) are asked again on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from zerogap.errors import DataError, UserError
+from zerogap.io.jsonlines import read_jsonl
+from zerogap.tasks.base import Question
+from zerogap.tasks.extract import all_numbers, canonical
+
+INSTRUCTION = (
+    "You rewrite grade-school math word problems. Reword the problem you are given thoroughly: "
+    "change the sentence structure and the wording, not only a few words. Every number must "
+    "appear exactly as in the original, and the problem must still have the same answer. Do not "
+    "solve the problem and do not hint at its solution. Reply with one line and nothing else, "
+    "in this form:\nRewritten: <the reworded problem>"
+)
+MARKER = re.compile(r"^\s*(?:\*\*)?(?:rewritten|new question)(?:\*\*)?\s*:\s*", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9]+")
+DEFAULT_MAX_OVERLAP = 0.5
+CHUNK = 16  # questions finished (and written) together: what an interruption can lose
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A rewrite that did not come back: ``transport`` failures are retried on the next run."""
+
+    reason: str
+    transport: bool = True
+
+
+def extract_rewrite(response: str) -> str:
+    """The rewrite in a model's reply: the line after "Rewritten:" if any, else the first line.
+
+    Examples
+    --------
+    >>> extract_rewrite("Sure!\\nRewritten: A box holds 3 pens.\\nAnswer: 3")
+    'A box holds 3 pens.'
+    >>> extract_rewrite("  A box holds 3 pens.  \\n")
+    'A box holds 3 pens.'
+    """
+    lines = [line for line in response.splitlines() if line.strip()]
+    for line in lines:
+        if MARKER.match(line):
+            return MARKER.sub("", line).strip()
+    return lines[0].strip() if lines else ""
+
+
+def number_multiset(text: str) -> Counter:
+    """The numbers in ``text`` as canonical decimal strings, with multiplicity.
+
+    >>> sorted(number_multiset("Pay $1,000 for 2 hats and 2.50 for a pin").elements())
+    ['1000', '2', '2.5']
+    """
+    return Counter(canonical(v) for v in all_numbers(text))
+
+
+def bigram_overlap(original: str, rewrite: str) -> float:
+    """Share of the original's word bigrams (with multiplicity) that reappear in the rewrite.
+
+    >>> bigram_overlap("Tom has 3 red pens.", "Tom has 3 red pens.")
+    1.0
+    >>> bigram_overlap("Tom has 3 red pens.", "Three? No: 3 pens, all red, belong to Tom.")
+    0.0
+    """
+    def grams(text: str) -> Counter:
+        words = _WORD.findall(text.lower())
+        return Counter(zip(words, words[1:], strict=False))
+
+    ours = grams(original)
+    if not ours:
+        return 1.0 if original.strip().lower() == rewrite.strip().lower() else 0.0
+    return sum((ours & grams(rewrite)).values()) / sum(ours.values())
+
+
+def check_rewrite(original: str, rewrite: str, *, max_overlap: float = DEFAULT_MAX_OVERLAP,
+                  ) -> str | None:
+    """Why ``rewrite`` is not an acceptable paraphrase of ``original``; None when it is.
+
+    Examples
+    --------
+    >>> original = "Ann has 3 cats and gets 2 more."
+    >>> check_rewrite(original, "After receiving 2 extra, Ann owns 3 cats.")
+    >>> check_rewrite(original, "Ann, owner of 4 cats, receives 2.")
+    'numbers differ (missing 3; added 4)'
+    """
+    if not rewrite.strip():
+        return "empty rewrite"
+    ours, theirs = number_multiset(original), number_multiset(rewrite)
+    if ours != theirs:
+        missing = ", ".join(sorted((ours - theirs).elements())) or "none"
+        added = ", ".join(sorted((theirs - ours).elements())) or "none"
+        return f"numbers differ (missing {missing}; added {added})"
+    overlap = bigram_overlap(original, rewrite)
+    if overlap > max_overlap:
+        return f"too close to the original (bigram overlap {overlap:.2f} > {max_overlap})"
+    return None
+
+
+Backend = Callable[[Sequence[Question], int], list["str | Failure"]]
+"""``backend(questions, attempt)`` -> one raw reply (or :class:`Failure`) per question."""
+
+
+class LocalBackend:
+    """Rewrites with a loaded model (:class:`zerogap.models.LoadedModel`) through the engine.
+
+    The instruction goes in the model's chat template when its tokenizer has one, else in a
+    plain prompt. Attempt ``a`` samples with seed ``seed + a``, so retries draw new rewrites.
+    """
+
+    def __init__(self, loaded, *, temperature: float = 0.7, max_new_tokens: int = 160,
+                 seed: int = 0):
+        self.loaded, self.temperature = loaded, temperature
+        self.max_new_tokens, self.seed = max_new_tokens, seed
+        self.name = f"local:{loaded.spec}"
+
+    def prompt(self, text: str) -> str:
+        tokenizer = self.loaded.tokenizer
+        if getattr(tokenizer, "chat_template", None):
+            messages = [{"role": "system", "content": INSTRUCTION},
+                        {"role": "user", "content": text}]
+            return tokenizer.apply_chat_template(messages, tokenize=False,
+                                                 add_generation_prompt=True)
+        return f"{INSTRUCTION}\n\nProblem: {text}\n"
+
+    def __call__(self, questions: Sequence[Question], attempt: int) -> list[str | Failure]:
+        from zerogap import engine
+
+        out = engine.sample(
+            self.loaded.model, self.loaded.tokenizer, [self.prompt(q.text) for q in questions],
+            m=1, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+            question_ids=[q.id for q in questions], seed=self.seed + attempt,
+        )
+        return [gens[0].text for gens in out]
+
+
+class EndpointBackend:
+    """Rewrites from an OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
+
+    The key is read from the environment variable ``api_key_env`` at construction and sent only
+    in the ``Authorization`` header; it is never part of a result, a message or an error.
+    Timeouts, connection errors, HTTP 408/429/5xx and malformed replies are :class:`Failure`
+    (retried); any other HTTP error (a wrong URL, model or key) raises ``UserError`` at once.
+    """
+
+    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY",
+                 temperature: float = 0.7, timeout: float = 60.0, workers: int = 4):
+        if not base_url.startswith(("http://", "https://")):
+            raise UserError(f"--base-url must start with http:// or https://, got {base_url!r}")
+        if workers < 1 or not timeout > 0:
+            raise UserError("workers must be >= 1 and timeout > 0")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.temperature, self.timeout, self.workers = (
+            model, temperature, timeout, workers)
+        self._key = os.environ.get(api_key_env) if api_key_env else None
+        self.name = f"endpoint:{self.url}:{model}"
+
+    def request(self, text: str) -> str | Failure:
+        body = {"model": self.model, "temperature": self.temperature,
+                "messages": [{"role": "system", "content": INSTRUCTION},
+                             {"role": "user", "content": text}]}
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as reply:
+                data = json.loads(reply.read().decode("utf-8"))
+        except urllib.error.HTTPError as err:
+            if err.code in (408, 429) or err.code >= 500:
+                return Failure(f"HTTP {err.code}")
+            raise UserError(f"{self.url}: HTTP {err.code} {err.reason} (check --base-url, "
+                             "--endpoint-model and the key variable)") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            return Failure(f"no reply ({type(reason).__name__}: {reason})")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return Failure("reply is not JSON")
+        try:
+            return str(data["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError):
+            return Failure("reply has no choices[0].message.content")
+
+    def __call__(self, questions: Sequence[Question], attempt: int) -> list[str | Failure]:
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            return list(pool.map(self.request, [q.text for q in questions]))
+
+
+def _load_cache(path: Path) -> dict[str, dict]:
+    """Final rows already in ``path``, by id; transport-flagged rows are dropped (asked again)."""
+    if not path.is_file():
+        return {}
+    rows = {}
+    for line_no, row in read_jsonl(path):
+        if not isinstance(row.get("id"), str) or row.get("status") not in ("rewritten", "flagged"):
+            raise DataError(f"{path}:{line_no}: not a zerogap paraphrase row")
+        rows[row["id"]] = row
+    return {q: r for q, r in rows.items() if not r.get("transport")}
+
+
+def report(rows: Sequence[dict]) -> dict[str, int]:
+    """Counts over result rows: rewritten (retried: needed more than one attempt), flagged."""
+    rewritten = [r for r in rows if r["status"] == "rewritten"]
+    return {
+        "questions": len(rows),
+        "rewritten": len(rewritten),
+        "retried": sum(r["attempts"] > 1 for r in rewritten),
+        "flagged": sum(r["status"] == "flagged" for r in rows),
+    }
+
+
+def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.PathLike, *,
+               attempts: int = 3, max_overlap: float = DEFAULT_MAX_OVERLAP,
+               progress: bool = False) -> dict[str, int]:
+    """Paraphrase every question not final in ``out``; append a row per question to ``out``.
+
+    A row is ``{"id", "original", "text", "status": "rewritten"|"flagged", "attempts",
+    "reason", "transport", "backend"}``; ``text`` is the checked rewrite, or the original when
+    flagged. Returns :func:`report` over all of ``questions``.
+    """
+    if attempts < 1:
+        raise UserError(f"attempts must be at least 1, got {attempts}")
+    if not 0 <= max_overlap < 1:
+        raise UserError(f"max_overlap must be in [0, 1), got {max_overlap}")
+    from tqdm.auto import tqdm
+
+    path = Path(out)
+    done = _load_cache(path)
+    # Rewrite the file without the rows to redo, so each id appears once.
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in done.values())
+    os.replace(tmp, path)
+    todo = [q for q in questions if q.id not in done]
+    with open(path, "a", encoding="utf-8") as f, tqdm(
+        total=len(questions), initial=len(questions) - len(todo), unit="q",
+        disable=not progress, dynamic_ncols=True,
+    ) as bar:
+        for start in range(0, len(todo), CHUNK):
+            for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
+                                         max_overlap):
+                f.write(json.dumps(row) + "\n")
+                done[row["id"]] = row
+            f.flush()
+            bar.update(min(CHUNK, len(todo) - start))
+    return report([done[q.id] for q in questions if q.id in done])
+
+
+def _paraphrase_chunk(chunk: Sequence[Question], backend: Backend, attempts: int,
+                      max_overlap: float) -> list[dict]:
+    name = getattr(backend, "name", type(backend).__name__)
+    pending, rows = list(chunk), []
+    for attempt in range(attempts):
+        retry = []
+        for q, reply in zip(pending, backend(pending, attempt), strict=True):
+            text: str | None
+            reason: str | None
+            if isinstance(reply, Failure):
+                reason, transport, text = reply.reason, True, None
+            else:
+                text = extract_rewrite(reply)
+                reason, transport = check_rewrite(q.text, text, max_overlap=max_overlap), False
+            if reason is None or attempt == attempts - 1:
+                rows.append({
+                    "id": q.id, "original": q.text, "text": q.text if reason else text,
+                    "status": "flagged" if reason else "rewritten", "attempts": attempt + 1,
+                    "reason": reason, "transport": transport, "backend": name,
+                })
+            else:
+                retry.append(q)
+        pending = retry
+        if not pending:
+            break
+    return rows

@@ -1,0 +1,65 @@
+"""``zerogap contaminate``: flags map onto the config; bad input stops before any write."""
+
+import json
+
+import pytest
+from zerogap.cli.contaminate import config_from_args
+
+from zerogap import cli
+from zerogap.pipelines.contamination import ContaminationConfig, preset
+
+
+def parse(argv):
+    return cli.build_parser().parse_args(["contaminate", *argv])
+
+
+def test_preset_then_explicit_flags_override_it(tmp_path):
+    config = config_from_args(parse([
+        "--preset", "laptop", "--epochs", "2", "--task-option", "k=3", "--lora-alpha", "32",
+        "--sweep", "copies=1,5,20", "--merge", "--out", str(tmp_path),
+    ]))
+    laptop = preset("laptop")
+    assert config.model == laptop.model and config.leaked == laptop.leaked
+    assert (config.epochs, config.task_options, config.lora_alpha) == (2, {"k": 3}, 32)
+    assert config.sweep_copies == (1, 5, 20) and config.sweep_epochs == () and config.merge
+    assert config_from_args(parse(["--out", str(tmp_path)])) == ContaminationConfig()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lora-r", "0"], "ContaminationConfig.lora_r must be an integer >= 1"),
+    (["--task", "nosuch"], "unknown task 'nosuch'"),
+    (["--task", "arith", "--general", "missing.jsonl"], "missing.jsonl"),
+    (["--task", "arith", "--leaked", "200"], "leaked=200 must leave both halves non-empty"),
+    (["--task", "arith", "--train-questions", "5000"], "train_questions=5000"),
+])
+def test_bad_input_exits_2_before_writing(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    assert cli.main(["contaminate", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zerogap contaminate: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_folder_of_another_build_is_refused_untouched(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    manifest = {"format": 1, "config": ContaminationConfig(task="arith").to_dict(), "stages": {}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["contaminate", "--task", "arith", "--epochs", "2", "--out", str(out)]) == 2
+    assert "holds a build with epochs=5, not 2" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+    (out / "manifest.json").unlink()
+    (out / "notes.txt").write_text("mine")
+    assert cli.main(["contaminate", "--task", "arith", "--out", str(out)]) == 2
+    assert "holds no manifest.json" in capsys.readouterr().err
+
+
+def test_sweep_syntax_errors_are_usage_errors(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(["--sweep", "epochs=1,x", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        parse(["--sweep", "lr=1,2", "--out", str(tmp_path)])
