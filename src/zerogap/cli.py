@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "zerogap.task_cli",
     "zerogap.run_cli",
     "zerogap.neurons_cli",
+    "zerogap.evaluate_cli",
 )
 
 EPILOG = """examples:

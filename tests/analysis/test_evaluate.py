@@ -1,0 +1,126 @@
+"""``zerogap evaluate`` end to end on a reduced study: a tiny Llama as the clean model, a LoRA
+adapter on it as the contaminated one, the toy task, every strategy, m = 4."""
+
+import json
+
+import pytest
+
+from zerogap import cli
+from zerogap.analysis.evaluate import SettingSpec, StudySpec, evaluate, load_study
+from zerogap.io.counts import read_counts
+
+STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
+
+
+def reduced_study(models, **changes) -> StudySpec:
+    setting = SettingSpec(name="tiny-toy", clean=str(models["clean"]),
+                          contaminated=str(models["contaminated"]), base=str(models["clean"]),
+                          task="toy-arith", split_file=str(models["split"]))
+    fields = dict(settings=(setting,), strategies=STRATEGIES, m=4, max_new_tokens=6,
+                  bootstrap=200, calibration_size=2, title="reduced")
+    return StudySpec(**{**fields, **changes})
+
+
+@pytest.fixture(scope="module")
+def study_dir(study_models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    states = []
+    report = evaluate(reduced_study(study_models), out,
+                      progress=lambda s: states.append((s.stage, s.rows_done, s.rows_total)))
+    return out, report, states
+
+
+def test_study_samples_every_run_and_writes_the_report(study_dir):
+    out, report, states = study_dir
+    study = json.loads((out / "study.json").read_text())
+    entry = study["settings"][0]
+    assert entry["questions"] == 10 and len(entry["leaked"]) == 5
+    assert set(entry["counts"]["strategies"]) == set(STRATEGIES)
+    for path in [entry["counts"]["clean"], entry["counts"]["repeat"],
+                 *entry["counts"]["strategies"].values()]:
+        counts = read_counts(out / path)
+        assert len(counts) == 10 and set(counts.samples) == {4}
+    zero = read_counts(out / entry["counts"]["strategies"]["all-zero"])
+    assert zero.correct.sum() == 0
+    # one progress display for the whole study: rows only ever grow, up to the planned total
+    rows = [r for _, r, _ in states]
+    assert rows == sorted(rows) and rows[-1] == states[-1][2] == 10 * 4 * (2 + len(STRATEGIES)) + 2 * 10
+    assert any("neurons" in stage for stage, _, _ in states)
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
+    assert all(r > 1 for rs in ranks["ranks"].values() for r in rs)
+    # the two clean batches and the contaminated runs draw independent noise
+    assert len({entry["runs"]["clean"], entry["runs"]["clean, 2nd batch"]}) == 2
+    assert report.html.is_file() and report.markdown.is_file()
+    assert [t.key for t in report.tables] == ["table1", "table2", "table3", "table4"]
+    for key in ("table1", "table2", "table3", "table4"):
+        for ext in ("md", "csv", "json"):
+            assert (out / "tables" / f"{key}.{ext}").stat().st_size > 0
+    assert {p.suffix for p in report.figures} == {".png", ".svg"}
+    assert len(report.figures) == 6  # Figure 1, Figure 2, per-stratum gaps; PNG and SVG each
+    assert {v.outcome for v in report.scores[0].verdicts} <= {
+        "restored", "not restored", "inconclusive"}
+
+
+def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, study_models):
+    out, _, _ = study_dir
+    before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
+    states = []
+    evaluate(reduced_study(study_models), out, progress=states.append)
+    assert states[-1].rows_total == 0 and states[-1].questions_done == 0
+    after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
+    assert after.keys() == before.keys()
+
+
+def test_a_larger_m_samples_into_new_run_dirs(study_dir, study_models, tmp_path):
+    """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
+    out, _, _ = study_dir
+    study = reduced_study(study_models, m=5, strategies=("identity", "railcap"))
+    from zerogap.analysis.evaluate import _plan, prepare
+
+    jobs, _ = _plan(study, prepare(study)[0], out)
+    todo = {job.label: job.todo for job in jobs}
+    assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
+    assert todo["clean greedy"] == todo["contaminated greedy"] == 0
+
+
+def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
+    out, _, _ = study_dir
+    study, folder = load_study(out / "study.toml")
+    assert folder == out and study.strategies == STRATEGIES and study.m == 4
+    (out / "report.html").unlink()
+    assert cli.main(["report", str(out), "--bootstrap", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "SA-PPG" in printed and "report:" in printed
+    assert (out / "report.html").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--clean", "nowhere/", "--contaminated", "x/", "--task", "toy-arith"], "--out"),
+    (["--clean", "./nowhere", "--contaminated", "./x", "--task", "toy-arith", "--out", "{tmp}"],
+     "does not exist"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--strategies", "railcap:n=0"], "railcap:n=0"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--strategies", "identity,shortcut"], "needs a split file"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--split", "{tmp}/missing.json"], "no such split file"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
+                                                        capsys):
+    out = tmp_path / "out"
+    argv = [a.format(tmp=out, clean=study_models["clean"]) for a in argv]
+    assert cli.main(["evaluate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_split_with_unknown_ids_is_refused(study_models, tmp_path, capsys):
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"leaked": ["test-0", "nope"], "unleaked": ["test-1"]}))
+    code = cli.main(["evaluate", "--clean", str(study_models["clean"]), "--contaminated",
+                     str(study_models["contaminated"]), "--task", "toy-arith", "--split",
+                     str(split), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "'nope'" in capsys.readouterr().err
