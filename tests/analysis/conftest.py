@@ -35,6 +35,45 @@ def study_models(tmp_path_factory) -> dict[str, Path]:
     return {"clean": clean, "contaminated": root / "contaminated", "split": split}
 
 
+STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
+
+
+@pytest.fixture(scope="session")
+def reduced_study(study_models):
+    """Factory of the reduced study: every strategy, the toy task, m = 4, 6 new tokens."""
+    from zerogap.analysis.evaluate import SettingSpec, StudySpec
+
+    def make(**changes) -> StudySpec:
+        setting = SettingSpec(name="tiny-toy", clean=str(study_models["clean"]),
+                              contaminated=str(study_models["contaminated"]),
+                              base=str(study_models["clean"]), task="toy-arith",
+                              split_file=str(study_models["split"]))
+        fields = dict(settings=(setting,), strategies=STRATEGIES, m=4, max_new_tokens=6,
+                      bootstrap=200, calibration_size=2, title="reduced")
+        return StudySpec(**{**fields, **changes})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def study_dir(reduced_study, tmp_path_factory):
+    """The reduced study, evaluated once: (folder, report, progress states seen)."""
+    import torch
+
+    from zerogap.analysis.evaluate import evaluate
+
+    out = tmp_path_factory.mktemp("study")
+    states = []
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        report = evaluate(reduced_study(), out,
+                          progress=lambda s: states.append((s.stage, s.rows_done, s.rows_total)))
+    finally:
+        torch.set_num_threads(saved)
+    return out, report, states
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     import torch

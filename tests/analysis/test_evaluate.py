@@ -6,28 +6,10 @@ import json
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.evaluate import SettingSpec, StudySpec, evaluate, load_study
+from zerogap.analysis.evaluate import evaluate, load_study
 from zerogap.io.counts import read_counts
 
-STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
-
-
-def reduced_study(models, **changes) -> StudySpec:
-    setting = SettingSpec(name="tiny-toy", clean=str(models["clean"]),
-                          contaminated=str(models["contaminated"]), base=str(models["clean"]),
-                          task="toy-arith", split_file=str(models["split"]))
-    fields = dict(settings=(setting,), strategies=STRATEGIES, m=4, max_new_tokens=6,
-                  bootstrap=200, calibration_size=2, title="reduced")
-    return StudySpec(**{**fields, **changes})
-
-
-@pytest.fixture(scope="module")
-def study_dir(study_models, tmp_path_factory):
-    out = tmp_path_factory.mktemp("study")
-    states = []
-    report = evaluate(reduced_study(study_models), out,
-                      progress=lambda s: states.append((s.stage, s.rows_done, s.rows_total)))
-    return out, report, states
+from .conftest import STRATEGIES
 
 
 def test_study_samples_every_run_and_writes_the_report(study_dir):
@@ -44,7 +26,8 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     assert zero.correct.sum() == 0
     # one progress display for the whole study: rows only ever grow, up to the planned total
     rows = [r for _, r, _ in states]
-    assert rows == sorted(rows) and rows[-1] == states[-1][2] == 10 * 4 * (2 + len(STRATEGIES)) + 2 * 10
+    planned = 10 * 4 * (2 + len(STRATEGIES)) + 2 * 10  # 2 clean batches, 2 greedy decodes
+    assert rows == sorted(rows) and rows[-1] == states[-1][2] == planned
     assert any("neurons" in stage for stage, _, _ in states)
     ranks = json.loads((out / entry["ranks"]).read_text())
     assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
@@ -62,20 +45,20 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
         "restored", "not restored", "inconclusive"}
 
 
-def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, study_models):
+def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     out, _, _ = study_dir
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     states = []
-    evaluate(reduced_study(study_models), out, progress=states.append)
+    evaluate(reduced_study(), out, progress=states.append)
     assert states[-1].rows_total == 0 and states[-1].questions_done == 0
     after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     assert after.keys() == before.keys()
 
 
-def test_a_larger_m_samples_into_new_run_dirs(study_dir, study_models, tmp_path):
+def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
     out, _, _ = study_dir
-    study = reduced_study(study_models, m=5, strategies=("identity", "railcap"))
+    study = reduced_study(m=5, strategies=("identity", "railcap"))
     from zerogap.analysis.evaluate import _plan, prepare
 
     jobs, _ = _plan(study, prepare(study)[0], out)
