@@ -107,3 +107,28 @@ def test_split_with_unknown_ids_is_refused(study_models, tmp_path, capsys):
                      str(split), "--out", str(tmp_path / "out")])
     assert code == 2
     assert "'nope'" in capsys.readouterr().err
+
+
+def test_study_file_errors_name_the_file_and_key(tmp_path, capsys):
+    bad = tmp_path / "study.toml"
+    bad.write_text('out = "x"\nsamples = 5\n[[setting]]\nclean = "embedded"\n')
+    with pytest.raises(ValueError, match=r"study.toml: unknown key\(s\) samples"):
+        load_study(bad)
+    bad.write_text('m = 4\n[[setting]]\nclean = "embedded"\ncontaminated = "embedded"\n'
+                   'task = "arith"\nlimt = 3\n')
+    with pytest.raises(ValueError, match=r"\[\[setting\]\] 1: unknown key\(s\) limt"):
+        load_study(bad)
+    assert cli.main(["evaluate", str(bad), "--clean", "embedded"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_study_file_paths_are_relative_to_the_file(study_models, tmp_path):
+    folder = study_models["clean"].parent
+    study = folder / "rel.toml"
+    study.write_text('m = 3\n[[setting]]\nname = "x"\nclean = "clean"\n'
+                     'contaminated = "contaminated"\ntask = "toy-arith"\n'
+                     'split_file = "split.json"\n')
+    spec, out = load_study(study, m=5)
+    assert out is None and spec.m == 5
+    assert spec.settings[0].clean == str(study_models["clean"].resolve())
+    assert spec.settings[0].split_file == str(study_models["split"].resolve())

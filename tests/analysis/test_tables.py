@@ -29,7 +29,7 @@ def setting(name="s", n=60, m=20, seed=0, strategies=("identity", "faithful")):
     truth = {"identity": np.where(leaked, np.clip(p + 0.5, 0, 1), p),  # inflation left
              "faithful": p, "railcap:n=1": np.where(leaked, p, p * 0.3)}
     return SettingCounts(name, counts(ids, p, m, rng),
-                         {s: counts(ids, truth[s], m, rng) for s in strategies},
+                         {s: counts(ids, truth.get(s, p), m, rng) for s in strategies},
                          repeat=counts(ids, p, m, rng),
                          leaked=frozenset(ids[: n // 2]))
 
@@ -86,15 +86,19 @@ def test_table3_spans_settings_and_leaves_missing_strategies_empty():
     assert [x.key for x in study_tables([a, b])] == ["table1", "table2", "table3", "table4"]
 
 
-def test_table4_lists_railcap_variants_with_the_stratified_split():
-    s = score_setting(setting(strategies=("railcap:n=1", "faithful")), FAST)
+def test_table4_lists_railcap_variants_by_n_then_ban_with_the_stratified_split():
+    s = score_setting(setting(strategies=("railcap-ban", "faithful", "railcap", "railcap:n=1")),
+                      FAST)
     t = table4(s)
-    assert [label for label, _ in t.sections[0].rows] == ["railcap:n=1", "all-zero", REPEAT]
+    assert [label for label, _ in t.sections[0].rows] == [
+        "railcap:n=1", "railcap", "railcap-ban", "all-zero", REPEAT]
     cells = dict(t.sections[0].rows)["railcap:n=1"]
     total = cells["s_delta_plus"].estimate + cells["s_delta_minus"].estimate
     assert total == pytest.approx(cells["sa_ppg"].estimate)
-    assert any("--ablation" in n for n in t.notes)
+    assert not any("--ablation" in n for n in t.notes)
     assert "| s | railcap:n=1 |" in verdict_table([s])
+    single = table4(score_setting(setting(strategies=("railcap:n=1",)), FAST))
+    assert any("--ablation" in n for n in single.notes)
 
 
 def test_a_split_without_unleaked_questions_is_refused():

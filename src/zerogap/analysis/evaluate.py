@@ -35,7 +35,8 @@ from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, writ
 from zerogap.analysis.scores import REPEAT, ScoreSettings
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
-ABLATION = tuple(f"railcap:n={n}" for n in range(1, 8)) + ("railcap-ban",)
+# Paper Table 4: n = 1..7 with the cap ("railcap" is n = 4) and n = 4 with the ban.
+ABLATION = tuple("railcap" if n == 4 else f"railcap:n={n}" for n in range(1, 8)) + ("railcap-ban",)
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
 
@@ -61,6 +62,12 @@ class SettingSpec:
         for key in ("name", "clean", "contaminated", "task"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise ValueError(f"setting {self.name or '?'}: {key} must be a non-empty string")
+        for key in ("clean", "contaminated", "base", "split_file"):
+            # Existing paths become absolute: they name run directories and are recorded in
+            # them, so the same study run from another folder must spell them the same way.
+            value = getattr(self, key)
+            if value and Path(value).expanduser().exists():
+                object.__setattr__(self, key, str(Path(value).expanduser().resolve()))
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
             raise ValueError(f"setting {self.name}: limit must be at least 2, got {self.limit}")
 

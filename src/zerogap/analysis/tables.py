@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -187,8 +188,14 @@ def table3(all_scores: Sequence[SettingScores]) -> Table:
 
 
 def ablation_rows(scores: SettingScores) -> list[str]:
-    """The RailCap variants of a study (labels starting with ``railcap``), in study order."""
-    return [s for s in scores.strategies if s.startswith("railcap")]
+    """The RailCap variants of a study (labels starting with ``railcap``): cap before ban, then
+    by n (default 4), as paper Table 4 lists them."""
+
+    def key(label: str) -> tuple[bool, int]:
+        n = re.search(r"\bn=(\d+)", label)
+        return "ban" in label, int(n.group(1)) if n else 4
+
+    return sorted((s for s in scores.strategies if s.startswith("railcap")), key=key)
 
 
 def table4(scores: SettingScores) -> Table:
