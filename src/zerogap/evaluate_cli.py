@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -97,29 +98,42 @@ def _add_running(p) -> None:
 
 class ProgressLine:
     """The study's one progress display on stderr: a line rewritten in place on a terminal,
-    otherwise a line per stage and at most one every 15 s."""
+    otherwise one line per stage and every 15 s. A clock thread redraws it between events, so
+    the elapsed time moves even while the first question of a run is still being sampled."""
 
-    def __init__(self, stream=sys.stderr):
+    def __init__(self, stream=sys.stderr, every: float | None = None):
         self.stream, self.tty = stream, stream.isatty()
-        self.last, self.stage = 0.0, None
+        self.every = every or (1.0 if self.tty else 15.0)
+        self.state, self.stage, self.last = None, None, 0.0
+        self.lock, self.done = threading.Lock(), threading.Event()
+        self.clock = threading.Thread(target=self._tick, daemon=True)
+        self.clock.start()
 
     def __call__(self, state) -> None:
-        now = time.monotonic()
-        changed = state.stage != self.stage
-        if not changed and now - self.last < (0.25 if self.tty else 15):
-            return
-        self.last, self.stage = now, state.stage
+        with self.lock:
+            self.state = state
+            if state.stage != self.stage or time.monotonic() - self.last >= self.every:
+                self._draw()
+
+    def _tick(self) -> None:
+        while not self.done.wait(self.every):
+            with self.lock:
+                if self.state is not None and time.monotonic() - self.last >= self.every:
+                    self._draw()
+
+    def _draw(self) -> None:
+        state = self.state
+        self.last, self.stage = time.monotonic(), state.stage
         eta = "?" if state.eta is None else _duration(state.eta)
         line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | "
                 f"{state.questions_done}/{state.questions_total} questions | "
                 f"{state.tokens_per_second:.0f} tok/s | ETA {eta} | {_duration(state.elapsed)}")
-        if self.tty:
-            self.stream.write("\r\033[K" + line)
-        else:
-            self.stream.write(line + "\n")
+        self.stream.write("\r\033[K" + line if self.tty else line + "\n")
         self.stream.flush()
 
     def close(self) -> None:
+        self.done.set()
+        self.clock.join()
         if self.tty and self.stage is not None:
             self.stream.write("\n")
 
@@ -130,7 +144,7 @@ def _duration(seconds: float) -> str:
 
 
 def _study_from_args(args):
-    from zerogap.analysis.evaluate import SettingSpec, StudySpec, load_study
+    from zerogap.analysis.study import SettingSpec, StudySpec, load_study
 
     overrides = {k: getattr(args, k) for k in STUDY_FLAGS}
     if overrides["strategies"] is not None:
@@ -170,6 +184,9 @@ def _run_study(study, out: Path, args, commands=()) -> int:
 
     _check_out(out)
     prepare(study)  # every setting checked before a model loads or a file is written
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
     try:
         report = evaluate(study, out, progress=display, device=args.device,

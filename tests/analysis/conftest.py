@@ -41,7 +41,7 @@ STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zer
 @pytest.fixture(scope="session")
 def reduced_study(study_models):
     """Factory of the reduced study: every strategy, the toy task, m = 4, 6 new tokens."""
-    from zerogap.analysis.evaluate import SettingSpec, StudySpec
+    from zerogap.analysis.study import SettingSpec, StudySpec
 
     def make(**changes) -> StudySpec:
         setting = SettingSpec(name="tiny-toy", clean=str(study_models["clean"]),

@@ -6,7 +6,8 @@ import importlib.util
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.evaluate import DEFAULT_STRATEGIES, demo_study
+from zerogap.analysis.evaluate import demo_study
+from zerogap.analysis.study import DEFAULT_STRATEGIES
 
 HAS_PIPELINE = importlib.util.find_spec("zerogap.pipelines") is not None and \
     importlib.util.find_spec("zerogap.pipelines.contamination") is not None

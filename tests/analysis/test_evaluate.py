@@ -6,7 +6,8 @@ import json
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.evaluate import evaluate, load_study
+from zerogap.analysis.evaluate import evaluate
+from zerogap.analysis.study import load_study
 from zerogap.io.counts import read_counts
 
 from .conftest import STRATEGIES
@@ -132,3 +133,20 @@ def test_study_file_paths_are_relative_to_the_file(study_models, tmp_path):
     assert out is None and spec.m == 5
     assert spec.settings[0].clean == str(study_models["clean"].resolve())
     assert spec.settings[0].split_file == str(study_models["split"].resolve())
+
+
+def test_progress_line_redraws_on_its_own_clock():
+    import io
+    import time
+
+    from zerogap.analysis.evaluate import StudyProgress
+    from zerogap.evaluate_cli import ProgressLine
+
+    stream = io.StringIO()
+    line = ProgressLine(stream, every=0.05)
+    line(StudyProgress(stage="s: clean", jobs_total=3, rows_total=10))
+    time.sleep(0.3)  # no event: the clock alone redraws
+    line.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3 and all("[0/3 runs] s: clean" in x for x in lines)
+    assert "ETA ?" in lines[0]

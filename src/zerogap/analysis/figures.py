@@ -155,9 +155,9 @@ def stratum_figure(r_clean, r_mitigated: Mapping[str, np.ndarray], *, bins: int)
         delta = np.asarray(r_mitigated[name], float) - r_clean
         plus = np.array([np.maximum(delta[stratum == b], 0).mean() for b in used])
         minus = np.array([np.maximum(-delta[stratum == b], 0).mean() for b in used])
-        ax.bar(centres, plus, width=0.8 / bins * max(1, bins // 10), color=LEAKED_COLOUR,
+        ax.bar(centres, plus, width=0.9 / bins, color=LEAKED_COLOUR,
                label="Δ+ (inflation left)")
-        ax.bar(centres, -minus, width=0.8 / bins * max(1, bins // 10), color=UNLEAKED_COLOUR,
+        ax.bar(centres, -minus, width=0.9 / bins, color=UNLEAKED_COLOUR,
                label="Δ- (damage)")
         ax.axhline(0, color="black", lw=0.6)
         ax.set(title=f"{name}: SA-PPG {np.mean(plus + minus):.3f}", xlim=(0, 1), ylim=(-1, 1),
