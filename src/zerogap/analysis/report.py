@@ -23,6 +23,7 @@ from zerogap.analysis import figures as figs
 from zerogap.analysis.scores import ScoreSettings, SettingCounts, SettingScores, score_setting
 from zerogap.analysis.tables import Table, study_tables, verdict_table
 from zerogap.io.counts import read_counts
+from zerogap.io.jsonlines import read_json_object
 from zerogap.store import RunStore
 
 STUDY_FILE = "study.json"
@@ -53,13 +54,8 @@ class Report:
 def read_study(folder: Path) -> dict:
     """``study.json`` of a study folder; ``ValueError``/``FileNotFoundError`` naming the file."""
     path = Path(folder) / STUDY_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (is {folder} a zerogap evaluate folder?)")
-    try:
-        study = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(study, dict) or study.get("format") != STUDY_FORMAT:
+    study = read_json_object(path, f"file (is {folder} a zerogap evaluate folder?)")
+    if study.get("format") != STUDY_FORMAT:
         raise ValueError(f"{path}: not a zerogap study file (format {STUDY_FORMAT!r} expected)")
     return study
 

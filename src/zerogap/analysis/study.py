@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.scores import ScoreSettings
+from zerogap.io.jsonlines import read_json_object
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4: n = 1..7 with the cap ("railcap" is n = 4) and n = 4 with the ban.
@@ -194,15 +195,7 @@ def study_toml(spec: StudySpec, out: Path) -> str:
 
 def read_split(path: str | Path) -> dict[str, list[str]]:
     """A split file ``{"leaked": [ids], "unleaked": [ids]}``; ``ValueError`` naming the problem."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such split file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected an object with 'leaked' and 'unleaked' lists")
+    data = read_json_object(path, "split file")
     out = {}
     for key in ("leaked", "unleaked"):
         ids = data.get(key)

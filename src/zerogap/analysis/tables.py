@@ -26,18 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zerogap.analysis.scores import ALL_ZERO, REPEAT, SettingScores, strategies_in
+from zerogap.metrics import METRIC_LABELS
 from zerogap.uncertainty import Interval
 
-HEADERS = {
-    "g_ap": "G-AP",
-    "g_app": "G-APP",
-    "a_ppg": "A-PPG",
-    "delta_plus": "Δ+",
-    "delta_minus": "Δ-",
-    "sa_ppg": "SA-PPG",
-    "s_delta_plus": "S-Δ+",
-    "s_delta_minus": "S-Δ-",
-}
 REFERENCE_ROWS = frozenset({REPEAT, ALL_ZERO})
 
 
@@ -149,7 +140,7 @@ def _metric_table(key: str, title: str, scores: SettingScores, columns: Sequence
                  for c in columns})
             for r in present
         )))
-    return Table(key, title, tuple(columns), tuple(HEADERS[c] for c in columns),
+    return Table(key, title, tuple(columns), tuple(METRIC_LABELS[c] for c in columns),
                  tuple(sections), tuple(_floor_notes(scores)) + tuple(extra_notes))
 
 

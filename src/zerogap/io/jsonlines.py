@@ -24,3 +24,20 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{line_no}: expected a JSON object per line")
             yield line_no, record
+
+
+def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
+    """The JSON object a file holds; ``FileNotFoundError``/``ValueError`` naming the file.
+
+    ``what`` names the kind of file in the not-found message (``"split file"``).
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such {what}")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
