@@ -182,9 +182,12 @@ def _plan(study: StudySpec, s: _Setting, out: Path) -> tuple[list[_Job], dict[st
                 "block": study.neuron_block, "max_new_tokens": study.max_new_tokens,
             }) + ".json")
             jobs.append(_Job("neurons", "shortcut neurons", "contaminated", neurons))
-            options = {"neurons": str(neurons), "base": spec.base}
+            # The run records the list's absolute path; its name (a digest) names the run.
+            options = {"neurons": str(neurons.resolve()), "base": spec.base}
+        named = {**options, "neurons": Path(options["neurons"]).name} if "neurons" in options \
+            else options
         job = _Job("sample", label, "contaminated",
-                   run_dir(slug(name), spec.contaminated, strategy=name, options=options,
+                   run_dir(slug(name), spec.contaminated, strategy=name, options=named,
                            seed=study.seed + 2, **sampling),
                    strategy=name, options=options, seed=study.seed + 2)
         jobs.append(job)
