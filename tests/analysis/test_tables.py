@@ -46,7 +46,7 @@ def test_table1_marks_the_faithful_strategy_best_and_reports_each_subset(scores)
         labels = [label for label, _ in section.rows]
         assert labels == ["identity", "faithful", "all-zero", REPEAT]
     for section in t.sections[:2]:  # on unleaked questions identity is faithful too
-        assert section.best("sa_ppg") == "faithful"
+        assert section.best("sa_ppg") == {"faithful"}
     md = t.to_markdown()
     faithful = next(line for line in md.splitlines() if line.startswith("| faithful"))
     assert "**" in faithful.split("|")[3]  # best SA-PPG of the first section
@@ -71,7 +71,7 @@ def test_csv_and_json_carry_every_cell_with_its_interval(scores):
     zero = [r for r in rows if r["row"] == "all-zero" and r["column"] == "sa_ppg"]
     assert len(zero) == 3 and all(r["best"] == "0" for r in zero)  # a reference, never best
     data = json.loads(json.dumps(t.to_dict()))
-    assert data["sections"][0]["best"]["a_ppg"] == "faithful"
+    assert data["sections"][0]["best"]["a_ppg"] == ["faithful"]
     assert {r["row"] for r in data["sections"][0]["rows"]} >= {"all-zero", REPEAT}
 
 
@@ -115,3 +115,15 @@ def test_reading_side_never_imports_torch():
             "zerogap.evaluate_cli; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ties_share_the_mark_and_a_column_where_all_tie_marks_none():
+    from zerogap.analysis.tables import Section
+    from zerogap.uncertainty import Interval
+
+    def row(label, v):
+        return label, {"sa_ppg": Interval(v, v, v, 0.95)}
+
+    assert Section("x", (row("a", 0.1), row("b", 0.1), row("c", 0.2))).best("sa_ppg") == {"a", "b"}
+    assert Section("x", (row("a", 0.1), row("b", 0.1))).best("sa_ppg") == frozenset()
+    assert Section("x", (row("a", 0.3), row(REPEAT, 0.0))).best("sa_ppg") == {"a"}

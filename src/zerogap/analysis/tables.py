@@ -39,11 +39,16 @@ class Section:
     label: str
     rows: tuple[tuple[str, dict], ...]
 
-    def best(self, column: str) -> str | None:
-        """Label of the lowest estimate in ``column`` among non-reference rows."""
-        found = [(cells[column].estimate, label) for label, cells in self.rows
-                 if label not in REFERENCE_ROWS and cells.get(column) is not None]
-        return min(found)[1] if found else None
+    def best(self, column: str) -> frozenset[str]:
+        """Labels of the lowest estimate in ``column`` among non-reference rows (ties share it;
+        none when every row ties, since then no strategy is better)."""
+        found = {label: cells[column].estimate for label, cells in self.rows
+                 if label not in REFERENCE_ROWS and cells.get(column) is not None}
+        if not found:
+            return frozenset()
+        low = min(found.values())
+        best = frozenset(label for label, v in found.items() if v - low <= 1e-12)
+        return best if len(best) < len(found) or len(found) == 1 else frozenset()
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,7 @@ class Table:
             lines.append("|---|" + "---|" * len(self.headers))
             best = {c: section.best(c) for c in self.columns}
             for label, cells in section.rows:
-                shown = [_cell(cells.get(c), best[c] == label) for c in self.columns]
+                shown = [_cell(cells.get(c), label in best[c]) for c in self.columns]
                 lines.append(f"| {label} | " + " | ".join(shown) + " |")
             lines.append("")
         lines += [f"- {note}" for note in self.notes]
@@ -84,7 +89,7 @@ class Table:
                     ci = cells.get(column)
                     if ci is not None:
                         writer.writerow([self.key, section.label, label, column, ci.estimate,
-                                         ci.low, ci.high, ci.level, int(best[column] == label)])
+                                         ci.low, ci.high, ci.level, int(label in best[column])])
         return out.getvalue()
 
     def to_dict(self) -> dict:
@@ -92,7 +97,7 @@ class Table:
             "key": self.key, "title": self.title, "columns": list(self.columns),
             "headers": list(self.headers), "notes": list(self.notes),
             "sections": [
-                {"label": s.label, "best": {c: s.best(c) for c in self.columns},
+                {"label": s.label, "best": {c: sorted(s.best(c)) for c in self.columns},
                  "rows": [{"row": label, "cells": {c: None if ci is None else ci.to_dict()
                                                    for c, ci in cells.items()}}
                           for label, cells in s.rows]}
