@@ -80,8 +80,8 @@ def register(subparsers) -> None:
                    help="two-level bootstrap CIs (questions, then samples)")
     p.set_defaults(func=_report)
 
-    p = subparsers.add_parser("demo", help="build contaminated models from the embedded model "
-                              "and evaluate every strategy (about 15 minutes on 2 cores)",
+    p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
+                              "embedded model and evaluate every strategy on them",
                               epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--questions", type=int, default=None, help="questions (half leaked)")
