@@ -583,11 +583,14 @@ def restoration_verdicts(
     plain = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, **common)
     two_level = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, within_questions=True, **common)
     z = NormalDist().inv_cdf(level)
+    floors: dict[int, float] = {}  # by the strategies' m: one simulation serves all that share it
     out = []
     for k, name in enumerate(plain.names):
         m = int(np.median(mit_m[k]))
-        floor = noise_floor(clean_c, clean_m, other_samples=m, bins=bins, n_sim=n_sim,
-                            seed=seed).sa_ppg
+        if m not in floors:
+            floors[m] = noise_floor(clean_c, clean_m, other_samples=m, bins=bins, n_sim=n_sim,
+                                    seed=seed).sa_ppg
+        floor = floors[m]
         sa = plain.estimates[k].sa_ppg
         se = float(np.std(two_level.replicates["sa_ppg"][k]))
         se_q = float(np.std(plain.replicates["sa_ppg"][k]))
