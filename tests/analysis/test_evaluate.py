@@ -171,3 +171,17 @@ def test_ranks_of_a_models_own_greedy_tokens_are_all_first():
     start = len(tok(prompt)["input_ids"]) - 1
     differ = [t for t in range(len(ids)) if int(logits[start + t].argmax()) != ids[t]]
     assert len(ranks) == len(differ) and all(1 < r <= toy.VOCAB for r in ranks)
+
+
+def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
+    from dataclasses import replace
+
+    from zerogap.analysis.evaluate import _plan, prepare
+
+    study = reduced_study(strategies=("identity",))
+    same = replace(study.settings[0], contaminated=study.settings[0].clean)
+    study = replace(study, settings=(same,))
+    jobs, _ = _plan(study, prepare(study)[0], tmp_path)
+    greedy = [job for job in jobs if job.kind == "greedy"]
+    assert greedy[0].run_dir == greedy[1].run_dir
+    assert [job.todo for job in greedy] == [10, 0]

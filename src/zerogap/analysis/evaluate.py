@@ -192,10 +192,14 @@ def _plan(study: StudySpec, s: _Setting, out: Path) -> tuple[list[_Job], dict[st
                    strategy=name, options=options, seed=study.seed + 2)
         jobs.append(job)
         dirs[label] = job.run_dir
+    seen: set[Path] = set()
     for job in jobs:
         if job.kind == "neurons":
             job.todo = 0 if job.run_dir.is_file() else 1
+        elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once
+            job.todo = 0
         else:
+            seen.add(job.run_dir)
             job.todo = _missing(job.run_dir, ids, job.kind == "greedy")
             job.rows = job.todo * (study.m if job.kind == "sample" else 1)
     return jobs, dirs
