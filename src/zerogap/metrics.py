@@ -324,3 +324,15 @@ METRIC_NAMES: Sequence[str] = (
     "s_delta_minus",
 )
 """The scalar fields of :class:`RestorationGaps`, in the order tables show them."""
+
+METRIC_LABELS: dict[str, str] = {
+    "g_ap": "G-AP",
+    "g_app": "G-APP",
+    "a_ppg": "A-PPG",
+    "delta_plus": "Δ+",
+    "delta_minus": "Δ-",
+    "sa_ppg": "SA-PPG",
+    "s_delta_plus": "S-Δ+",
+    "s_delta_minus": "S-Δ-",
+}
+"""How tables and reports name each metric of :data:`METRIC_NAMES` (the paper's notation)."""

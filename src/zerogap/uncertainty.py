@@ -13,15 +13,20 @@ The paper reports point estimates only. Three questions a user needs answered be
 * What would a rerun on the same questions read? -> :func:`rerun_interval`, a prediction
   interval that a rerun falls inside about ``level`` of the time (a simulation in the tests
   checks it). The two-level bootstrap is *not* that (see :func:`bootstrap_gaps`).
+* Is a strategy restored? -> :func:`restoration_verdicts` tests whether its SA-PPG's excess
+  over that floor is significantly below (restored) or above (not restored) a stated margin,
+  and otherwise says how many more questions or samples would decide it.
 
 Pure numpy, vectorised over replicates; replicates are processed in chunks to bound memory.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from statistics import NormalDist
 
 import numpy as np
 
@@ -537,3 +542,155 @@ def noise_floor(
         samples=None if other_samples is None else int(other_samples),
         prior=prior,
     )
+
+
+VERDICT_OUTCOMES = ("restored", "not restored", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a strategy restored the clean model, as an equivalence test (beyond the paper).
+
+    The tested quantity is the *excess* ``SA-PPG - floor``: how far the strategy's SA-PPG sits
+    above what two independent batches of the clean model read (:func:`noise_floor`, mean).
+    ``low`` and ``high`` are one-sided bounds of the excess at ``level`` each (normal
+    approximation with the two-level bootstrap's standard error ``se``):
+
+    * ``restored``: ``high < margin``, the excess is significantly below the margin (the
+      one-sided test of a TOST; an excess below zero is sampling noise, never a failure);
+    * ``not restored``: ``low > margin``, the excess is significantly above the margin;
+    * ``inconclusive`` otherwise. ``needed_questions`` is how many questions (same m) would
+      bring the bound to the margin's side the estimate is on, by ``se ∝ 1/sqrt(questions)``;
+      ``needed_samples`` the m per question that would do it with the same questions, by
+      shrinking only the sampling part of the variance (``se_samples² ∝ 1/m``), or None when
+      the questions' own spread ``se_questions`` alone is already too wide.
+    """
+
+    name: str
+    outcome: str
+    sa_ppg: float
+    floor: float
+    margin: float
+    excess: float
+    low: float
+    high: float
+    level: float
+    se: float
+    se_questions: float
+    n_questions: int
+    samples: int
+    needed_questions: int | None = None
+    needed_samples: int | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def sentence(self) -> str:
+        """One line a reader can act on, with the test's meaning."""
+        head = (
+            f"SA-PPG {self.sa_ppg:.4f} = noise floor {self.floor:.4f} + excess {self.excess:+.4f} "
+            f"(one-sided {self.level:.0%} bounds [{self.low:+.4f}, {self.high:+.4f}]; "
+            f"margin {self.margin:.4f})"
+        )
+        if self.outcome == "restored":
+            return f"restored: excess significantly below the margin; {head}"
+        if self.outcome == "not restored":
+            return f"not restored: excess significantly above the margin; {head}"
+        more = [f"about {self.needed_questions} questions at m = {self.samples}"]
+        if self.needed_samples is not None:
+            more.append(f"m = {self.needed_samples} on these {self.n_questions} questions")
+        return f"inconclusive: needs more questions or samples ({' or '.join(more)}); {head}"
+
+
+def restoration_verdicts(
+    clean_correct,
+    clean_samples,
+    mitigated_correct,
+    mitigated_samples,
+    *,
+    names: Sequence[str],
+    margin: float = 0.05,
+    level: float = 0.95,
+    bins: int = DEFAULT_BINS,
+    n_boot: int = 2000,
+    n_sim: int = 2000,
+    seed: int = 0,
+) -> list[Verdict]:
+    """Equivalence verdicts of several strategies against the clean run (see :class:`Verdict`).
+
+    Two bootstraps over the same data give the standard errors: the question-level one
+    (within strata, ``se_questions``) and the two-level one that also redraws every question's
+    samples (``se``); their variances' difference is the part more samples would shrink. The
+    floor is :func:`noise_floor` of the clean counts with the strategies' median m.
+
+    Parameters
+    ----------
+    clean_correct, clean_samples : array-like of int, shape (n_questions,)
+    mitigated_correct, mitigated_samples : array-like of int, shape (n_strategies, n_questions)
+    names : sequence of str, length n_strategies
+    margin : float, default=0.05
+        Largest excess of SA-PPG over the noise floor still called restored.
+    level : float, default=0.95
+        Confidence of each one-sided bound (a TOST at ``alpha = 1 - level``).
+
+    Returns
+    -------
+    list of Verdict, one per strategy, in ``names`` order.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.random(400)
+    >>> clean, same = rng.binomial(50, p), rng.binomial(50, p)
+    >>> far = rng.binomial(50, np.clip(p + 0.4, 0, 1))
+    >>> v = restoration_verdicts(clean, [50] * 400, [same, far], [[50] * 400] * 2,
+    ...                          names=["same", "far"], n_boot=300, n_sim=300)
+    >>> [x.outcome for x in v]
+    ['restored', 'not restored']
+    """
+    _check_level(level)
+    if not margin >= 0:
+        raise ValueError(f"margin must be >= 0, got {margin!r}")
+    (clean_c,), (clean_m,) = _check_counts(clean_correct, clean_samples, "clean")
+    mit_c, mit_m = _check_counts(mitigated_correct, mitigated_samples, "mitigated")
+    common = dict(names=names, bins=bins, n_boot=n_boot, level=level, seed=seed)
+    plain = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, **common)
+    two_level = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, within_questions=True, **common)
+    z = NormalDist().inv_cdf(level)
+    floors: dict[int, float] = {}  # by the strategies' m: one simulation serves all that share it
+    out = []
+    for k, name in enumerate(plain.names):
+        m = int(np.median(mit_m[k]))
+        if m not in floors:
+            floors[m] = noise_floor(clean_c, clean_m, other_samples=m, bins=bins, n_sim=n_sim,
+                                    seed=seed).sa_ppg
+        floor = floors[m]
+        sa = plain.estimates[k].sa_ppg
+        se = float(np.std(two_level.replicates["sa_ppg"][k]))
+        se_q = float(np.std(plain.replicates["sa_ppg"][k]))
+        excess = sa - floor
+        low, high = excess - z * se, excess + z * se
+        outcome = ("restored" if high < margin
+                   else "not restored" if low > margin else "inconclusive")
+        needed_q = needed_m = None
+        if outcome == "inconclusive":
+            needed_q, needed_m = _needed(excess - margin, z, se, se_q, clean_c.size, m)
+        out.append(Verdict(name, outcome, sa, floor, float(margin), excess, low, high,
+                           float(level), se, se_q, int(clean_c.size), m, needed_q, needed_m))
+    return out
+
+
+def _needed(distance: float, z: float, se: float, se_q: float, n: int, m: int):
+    """Questions (same m) and samples per question (same questions) that resolve a verdict.
+
+    ``distance`` is excess - margin; the bound resolves once ``z * se' < |distance|``.
+    """
+    target = (abs(distance) / z) ** 2  # the variance that would resolve it
+    if target == 0:
+        return None, None
+    questions = max(n + 1, math.ceil(n * se**2 / target))
+    sampling = max(se**2 - se_q**2, 0.0)
+    samples = None
+    if se_q**2 < target and sampling > 0:
+        samples = max(m + 1, math.ceil(m * sampling / (target - se_q**2)))
+    return questions, samples

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from zerogap.cli.contaminate import config_from_args
 
 from zerogap import cli
+from zerogap.cli.contaminate import config_from_args
 from zerogap.pipelines.contamination import ContaminationConfig, preset
 
 

@@ -1,1 +1,2 @@
-"""Analysis of scored runs: the scorecard (``score``) and what is built from it. Torch-free."""
+"""The reading side: the scorecard (``score``), the study's tables, figures and report (never
+import torch), and the study runner (:mod:`zerogap.analysis.evaluate`, whose sampling side does)."""

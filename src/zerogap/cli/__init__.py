@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "zerogap.cli.neurons",
     "zerogap.cli.contaminate",
     "zerogap.cli.paraphrase",
+    "zerogap.cli.evaluate",
 )
 
 EPILOG = """examples:

@@ -32,3 +32,19 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         if not isinstance(record, dict):
             raise DataError(f"{path}:{line_no}: expected a JSON object per line")
         yield line_no, record
+
+
+def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
+    """The JSON object a file holds; :class:`DataError` naming the file (``what`` names the kind
+    of file in the not-found message, e.g. ``"split file"``)."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such {what}")
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON object")
+    return data

@@ -1,0 +1,524 @@
+"""The restoration study in one call (paper arXiv 2608.07341 §5): sample, score, report.
+
+A study is one or more *settings* (a clean model, a contaminated model and a task, optionally a
+split into leaked and unleaked questions) and a list of strategies. :func:`evaluate` samples
+whatever is missing into run directories named by their configuration's content (so a rerun,
+a larger ``limit`` or an added strategy resumes instead of starting over), then writes
+``study.json`` and the report (:mod:`zerogap.analysis.report`). Per setting it runs:
+
+* the clean model twice (seeds ``seed`` and ``seed + 1``): the reference and an independent
+  second batch, for the measured noise floor and Figure 2;
+* greedy decodes of both models, once, shared by every strategy that needs them (RailCap, TED,
+  LNE-blocking; the clean ones give Figure 1 b/d);
+* shortcut neurons, located once per (models, leaked questions, calibration) and saved;
+* each strategy on the contaminated model (seed ``seed + 2``, so no run shares noise with
+  the clean ones: the noise floor assumes independent batches);
+* the teacher-forced ranks of Figure 1 b/d.
+
+This module is the only part of :mod:`zerogap.analysis` that touches the model side
+(:mod:`zerogap.runs`, :mod:`zerogap.models`, :mod:`zerogap.strategies`,
+:mod:`zerogap.patching`), and only inside the functions that sample: importing it costs no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
+from zerogap.analysis.scores import REPEAT
+from zerogap.analysis.study import SettingSpec, StudySpec, read_split, study_toml
+from zerogap.errors import DataError, UserError, ZerogapError
+
+RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
+
+
+def parse_strategy(label: str) -> tuple[str, dict]:
+    """``"railcap:n=3,mode=ban"`` -> ``("railcap", {"n": 3, "mode": "ban"})``, validated.
+
+    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting.
+    """
+    from zerogap.runs import build_strategy
+    from zerogap.strategies import parse_overrides
+
+    name, _, rest = label.partition(":")
+    pairs = [p for p in rest.split(",") if p.strip()]
+    try:
+        options = parse_overrides(name, pairs)
+        if name == "shortcut" and options:
+            raise UserError("shortcut's neurons and base come from the study; give no settings")
+        if name != "shortcut":
+            build_strategy(name, options, None)
+    except ValueError as err:
+        raise UserError(f"strategy {label!r}: {err}") from None
+    return name, options
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Setting:
+    """A setting made concrete: its task, questions and split (no model loaded)."""
+
+    spec: SettingSpec
+    task: Any
+    questions: list
+    leaked: list[str] | None
+    calibration: list
+
+
+def _prepare_setting(spec: SettingSpec, labels: Sequence[str],
+                     calibration_size: int) -> _Setting:
+    from zerogap.tasks import get_task
+
+    for key in ("clean", "contaminated", "base"):
+        _check_model_spec(spec.name, key, getattr(spec, key))
+    try:
+        task = get_task(spec.task, **spec.task_options)
+        questions = task.questions(spec.task_split)
+    except ZerogapError as err:
+        raise type(err)(f"setting {spec.name}: task {spec.task}: {err}") from None
+    leaked = None
+    calibration: list = []
+    if spec.split_file:
+        split = read_split(spec.split_file)
+        by_id = {q.id: q for q in questions}
+        for key in ("leaked", "unleaked"):
+            unknown = [q for q in split[key] if q not in by_id]
+            if unknown:
+                raise DataError(f"{spec.split_file}: {len(unknown)} {key} ids are not in "
+                                 f"split {spec.task_split!r} of {spec.task} (first: "
+                                 f"{unknown[0]!r})")
+        half = None if spec.limit is None else spec.limit - spec.limit // 2
+        keep_leaked = split["leaked"][:half]
+        keep_unleaked = split["unleaked"][: None if spec.limit is None else spec.limit // 2]
+        wanted = set(keep_leaked) | set(keep_unleaked)
+        questions = [q for q in questions if q.id in wanted]
+        leaked = keep_leaked
+        calibration = [by_id[q] for q in split["unleaked"]][:calibration_size]
+    elif spec.limit is not None:
+        questions = questions[: spec.limit]
+    if not questions:
+        raise UserError(f"setting {spec.name}: no questions to evaluate")
+    if "shortcut" in {parse_strategy(label)[0] for label in labels} and leaked is None:
+        raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
+                         "leaked questions locate its neurons); give --split or leave it out "
+                         "of --strategies")
+    return _Setting(spec, task, questions, leaked, calibration)
+
+
+def _check_model_spec(setting: str, key: str, spec: str) -> None:
+    """Refuse a model path that does not exist, before anything is loaded (hub ids pass)."""
+    if spec == "embedded" or Path(spec).expanduser().exists():
+        return
+    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or spec.count("/") != 1:
+        raise UserError(f"setting {setting}: {key} model {spec} does not exist")
+
+
+def _digest(fields_: dict) -> str:
+    text = json.dumps(fields_, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class _Job:
+    """One resumable unit of a study: a sampling run, greedy decodes, or neuron location."""
+
+    kind: str  # "sample" | "greedy" | "neurons"
+    label: str
+    role: str  # whose model: "clean" | "contaminated"
+    run_dir: Path
+    strategy: str = "identity"
+    options: dict = field(default_factory=dict)
+    seed: int = 0
+    todo: int = 0
+    rows: int = 0
+
+
+def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
+    from zerogap.store import DB_NAME, RunStore
+
+    if not (run_dir / DB_NAME).exists():
+        return len(ids)
+    with RunStore(run_dir, create=False) as store:  # also refuses a foreign file up front
+        done = store.completed_greedy() if greedy else store.completed_questions()
+    return len(ids - done)
+
+
+def _plan(study: StudySpec, s: _Setting, out: Path) -> tuple[list[_Job], dict[str, Path]]:
+    """The jobs of one setting in execution order, and each strategy label's run dir."""
+    spec = s.spec
+    ids = {q.id for q in s.questions}
+    task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
+    sampling = {"m": study.m, "temperature": study.temperature,
+                "max_new_tokens": study.max_new_tokens}
+
+    def run_dir(kind: str, model: str, **extra) -> Path:
+        return out / "runs" / f"{kind}-{_digest({'model': model, **task_id, **extra})}"
+
+    greedy_cl = run_dir("greedy", spec.clean, greedy_max_new_tokens=study.max_new_tokens)
+    greedy_co = run_dir("greedy", spec.contaminated, greedy_max_new_tokens=study.max_new_tokens)
+    jobs = [
+        _Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
+                                                 **sampling), seed=study.seed),
+        _Job("sample", REPEAT, "clean", run_dir("clean", spec.clean, seed=study.seed + 1,
+                                                **sampling), seed=study.seed + 1),
+        _Job("greedy", "clean greedy", "clean", greedy_cl),
+        _Job("greedy", "contaminated greedy", "contaminated", greedy_co),
+    ]
+    dirs: dict[str, Path] = {"clean": jobs[0].run_dir, REPEAT: jobs[1].run_dir,
+                             "greedy": greedy_co, "clean greedy": greedy_cl}
+    for label in study.labels():
+        name, options = parse_strategy(label)
+        if name == "shortcut":
+            neurons = out / "neurons" / (_digest({
+                "models": [spec.base, spec.contaminated, spec.clean], **task_id,
+                "leaked": sorted(s.leaked or []), "calibration": [q.id for q in s.calibration],
+                "block": study.neuron_block, "max_new_tokens": study.max_new_tokens,
+            }) + ".json")
+            jobs.append(_Job("neurons", "shortcut neurons", "contaminated", neurons))
+            # The run records the list's absolute path; its name (a digest) names the run.
+            options = {"neurons": str(neurons.resolve()), "base": spec.base}
+        named = {**options, "neurons": Path(options["neurons"]).name} if "neurons" in options \
+            else options
+        job = _Job("sample", label, "contaminated",
+                   run_dir(slug(name), spec.contaminated, strategy=name, options=named,
+                           seed=study.seed + 2, **sampling),
+                   strategy=name, options=options, seed=study.seed + 2)
+        jobs.append(job)
+        dirs[label] = job.run_dir
+    seen: set[Path] = set()
+    for job in jobs:
+        if job.kind == "neurons":
+            job.todo = 0 if job.run_dir.is_file() else 1
+        elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once
+            job.todo = 0
+        else:
+            seen.add(job.run_dir)
+            job.todo = _missing(job.run_dir, ids, job.kind == "greedy")
+            job.rows = job.todo * (study.m if job.kind == "sample" else 1)
+    return jobs, dirs
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudyProgress:
+    """The one progress state of a whole study; ``eta`` is None until a rate is known."""
+
+    stage: str = ""
+    jobs_done: int = 0
+    jobs_total: int = 0
+    questions_done: int = 0
+    questions_total: int = 0
+    rows_done: int = 0
+    rows_total: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left for the sampling that remains, at the rate of the rows done so far."""
+        if not self.rows_done:
+            return None
+        return self.elapsed / self.rows_done * (self.rows_total - self.rows_done)
+
+
+class _Tracker:
+    def __init__(self, callback: Callable[[StudyProgress], None] | None, state: StudyProgress):
+        self.callback, self.state = callback, state
+
+    def stage(self, text: str) -> None:
+        self.state.stage = text
+        self.emit()
+
+    def advance(self, rows: Sequence, greedy: bool = False) -> None:
+        self.state.questions_done += 1
+        self.state.rows_done += len(rows)
+        self.state.tokens += sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
+        self.emit()
+
+    def emit(self) -> None:
+        if self.callback is not None:
+            self.callback(self.state)
+
+
+def _counting_store(run_dir: Path, tracker: _Tracker):
+    """A run store that reports every question it writes to the study's progress."""
+    from zerogap.store import RunStore
+
+    class CountingStore(RunStore):
+        def add_samples(self, rows):
+            rows = list(rows)
+            super().add_samples(rows)
+            tracker.advance(rows)
+
+        def add_greedy(self, rows):
+            rows = list(rows)
+            super().add_greedy(rows)
+            tracker.advance(rows, greedy=True)
+
+    return CountingStore(run_dir)
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+class _Models:
+    """Models of one setting, each loaded once when first needed."""
+
+    def __init__(self, spec: SettingSpec, device: str | None, tracker: _Tracker):
+        self.spec, self.device, self.tracker, self.loaded = spec, device, tracker, {}
+
+    def __call__(self, role: str):
+        if role not in self.loaded:
+            from zerogap.models import load_model
+
+            self.tracker.stage(f"{self.spec.name}: loading the {role} model")
+            self.loaded[role] = load_model(getattr(self.spec, role), device=self.device)
+        return self.loaded[role]
+
+    def fingerprints(self) -> dict[str, str]:
+        return {role: m.fingerprint for role, m in self.loaded.items()}
+
+
+def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_dir: Path,
+             tracker: _Tracker, max_batch: int | None) -> None:
+    from zerogap.engine.base import SamplingSpec
+    from zerogap.runs import run_greedy, run_sample
+    from zerogap.store import RunStore
+
+    if job.kind == "neurons":
+        tracker.stage(f"{s.spec.name}: locating shortcut neurons")
+        _locate_neurons(job.run_dir, study, s, models)
+        return
+    loaded = models(job.role)
+    tracker.stage(f"{s.spec.name}: {job.label}")
+    with _counting_store(job.run_dir, tracker) as store:
+        if job.kind == "greedy":
+            run_greedy(loaded, s.task, s.questions, store, split=s.spec.task_split,
+                       max_new_tokens=study.max_new_tokens, max_batch=max_batch)
+            return
+        settings = SamplingSpec(m=study.m, temperature=study.temperature,
+                                max_new_tokens=study.max_new_tokens, seed=job.seed)
+        with RunStore(greedy_dir) as greedy_store:
+            run_sample(loaded, s.task, s.questions, store, settings, split=s.spec.task_split,
+                       strategy=job.strategy, strategy_options=job.options,
+                       greedy_store=greedy_store, max_batch=max_batch)
+
+
+def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) -> None:
+    from zerogap.decoding.shortcut import mlp_width
+    from zerogap.models import load_model
+    from zerogap.pipelines.neurons import locate_neurons, save_neurons
+
+    contaminated, clean = models("contaminated"), models("clean")
+    base = load_model(s.spec.base, device=str(contaminated.model.device))
+    by_id = {q.id: q for q in s.questions}
+    leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
+    block = study.neuron_block or mlp_width(contaminated.model)[1]
+    ranking, meta = locate_neurons(
+        base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
+        s.calibration, block_size=block, max_new_tokens=study.max_new_tokens,
+    )
+    meta.update({
+        "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
+        "contaminated": {"spec": s.spec.contaminated, "fingerprint": contaminated.fingerprint},
+        "uncontaminated": {"spec": s.spec.clean, "fingerprint": clean.fingerprint},
+        "task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
+        "leaked_ids": [q.id for q in leaked], "calibration_ids": [q.id for q in s.calibration],
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_neurons(path, ranking, meta)
+
+
+def clean_token_ranks(model, tokenizer, prompt: str, clean_ids: Sequence[int], *,
+                      steps: int = RANK_STEPS) -> list[int]:
+    """Ranks (1 = argmax) of the clean model's greedy tokens under ``model``, teacher-forced.
+
+    ``model`` reads ``prompt`` followed by the first ``steps`` tokens of the clean model's
+    greedy decode ``clean_ids``; at each of those steps the clean token's rank among its next-
+    token logits is ``1 + #{logits > logit of the clean token}``. Only the steps where the two
+    models disagree (rank > 1) are returned, as in paper Figure 1 b/d.
+    """
+    import torch
+
+    prefix = tokenizer(prompt)["input_ids"]
+    forced = list(clean_ids[:steps])
+    if not forced:
+        return []
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        logits = model(torch.tensor([prefix + forced], device=device)).logits[0]  # (T, V)
+    start = len(prefix) - 1
+    rows = logits[start : start + len(forced)]  # (steps, V): row t predicts forced[t]
+    target = rows.gather(1, torch.tensor(forced, device=device)[:, None])  # (steps, 1)
+    ranks = (rows > target).sum(dim=1) + 1
+    return [int(r) for r in ranks.tolist() if r > 1]
+
+
+def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
+           tracker: _Tracker) -> None:
+    from zerogap.store import RunStore
+
+    ids = [q.id for q in s.questions]
+    if path.is_file() and json.loads(path.read_text()).get("questions") == ids:
+        return
+    tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
+    with RunStore(greedy_clean, create=False) as store:
+        greedy = store.greedy()
+    loaded = models("contaminated")
+    ranks = {q.id: clean_token_ranks(loaded.model, loaded.tokenizer, s.task.prompt(q),
+                                     greedy[q.id].token_ids) for q in s.questions}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"questions": ids, "ranks": ranks}) + "\n")
+
+
+def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
+    from zerogap.io.counts import write_counts
+    from zerogap.readout import run_counts
+    from zerogap.store import RunStore
+
+    with RunStore(run_dir, create=False) as store:
+        rows = {r["id"]: r for r in run_counts(store)}
+    missing = [q for q in ids if q not in rows]
+    if missing:
+        raise RuntimeError(f"{run_dir} lacks {len(missing)} questions after sampling")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    chosen = [rows[q] for q in ids]
+    write_counts(target, *([r[k] for r in chosen] for k in ("id", "correct", "samples", "first")))
+
+
+def prepare(study: StudySpec) -> list[_Setting]:
+    """Validate strategies and every setting (tasks, splits, model paths); loads no model."""
+    for label in study.labels():
+        parse_strategy(label)
+    return [_prepare_setting(s, study.labels(), study.calibration_size) for s in study.settings]
+
+
+def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
+             device: str | None = None, max_batch: int | None = None,
+             commands: Sequence[str] = ()) -> Report:
+    """Run the study into ``out`` (resumable) and write its report; see the module docstring.
+
+    ``progress(state: StudyProgress)`` is called at every stage and every stored question.
+    ``commands`` are shown first among the report's commands to reproduce.
+    """
+    out = Path(out)
+    prepared = prepare(study)
+    planned = [(s, *_plan(study, s, out)) for s in prepared]
+    state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _ in planned),
+                          questions_total=sum(j.todo for _, jobs, _ in planned for j in jobs
+                                              if j.kind != "neurons"),
+                          rows_total=sum(j.rows for _, jobs, _ in planned for j in jobs))
+    tracker = _Tracker(progress, state)
+    entries = []
+    for s, jobs, dirs in planned:
+        models = _Models(s.spec, device, tracker)
+        for job in jobs:
+            if job.todo:
+                _run_job(job, study, s, models, dirs["greedy"], tracker, max_batch)
+            state.jobs_done += 1
+            tracker.emit()
+        ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
+        _ranks(ranks, s, models, dirs["clean greedy"], tracker)
+        entries.append(_entry(s, dirs, models, out, ranks))
+    tracker.stage("writing the report")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.toml").write_text(study_toml(study, out), encoding="utf-8")
+    record = {
+        "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
+        "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,
+        "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}",
+                     f"zerogap report {out}"],
+        "versions": _versions(),
+    }
+    (out / STUDY_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return write_report(out)
+
+
+def _entry(s: _Setting, dirs: dict[str, Path], models: _Models, out: Path, ranks: Path) -> dict:
+    """The setting's record in study.json; counts exported, paths relative to ``out``."""
+    from zerogap.store import RunStore
+
+    ids = [q.id for q in s.questions]
+    base = out / "counts" / slug(s.spec.name)
+    files = {}
+    for label, run_dir in dirs.items():
+        if label in ("greedy", "clean greedy"):
+            continue
+        target = base / f"{slug(label)}.jsonl"
+        _export_counts(run_dir, target, ids)
+        files[label] = str(target.relative_to(out))
+    fingerprints = {}
+    for role, label in (("clean", "clean"), ("contaminated", "identity")):
+        if label in dirs:
+            with RunStore(dirs[label], create=False) as store:
+                fingerprints[role] = store.config().get("model_fingerprint")
+    fingerprints.update(models.fingerprints())
+    return {
+        "name": s.spec.name, "task": s.spec.task, "task_config": s.task.config(),
+        "split": s.spec.task_split, "split_file": s.spec.split_file, "questions": len(ids),
+        "leaked": s.leaked,
+        "clean": {"spec": s.spec.clean, "fingerprint": fingerprints.get("clean")},
+        "contaminated": {"spec": s.spec.contaminated,
+                         "fingerprint": fingerprints.get("contaminated")},
+        "base": s.spec.base,
+        "counts": {"clean": files.pop("clean"), "repeat": files.pop(REPEAT),
+                   "strategies": files},
+        "runs": {label: str(d.relative_to(out)) for label, d in dirs.items()},
+        "figure_runs": {k: str(dirs[k].relative_to(out)) for k in ("identity", "greedy")
+                        if k in dirs},
+        "ranks": str(ranks.relative_to(out)),
+    }
+
+
+def _versions() -> dict[str, str]:
+    from zerogap.provenance import package_versions
+
+    return package_versions()
+
+
+# -- the demo ------------------------------------------------------------------------------------
+
+DEMO_QUESTIONS = 12
+DEMO_M = 6
+DEMO_MAX_NEW_TOKENS = 48
+
+
+def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M) -> StudySpec:
+    """The demo's study on models built by ``zerogap contaminate``'s laptop preset."""
+    setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
+                          contaminated=str(models / "contaminated"), task="arith",
+                          split_file=str(models / "split.json"), limit=questions)
+    return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS, bins=50,
+                     bootstrap=2000, calibration_size=2, title="zerogap demo (embedded model)")
+
+
+def build_demo_models(models: Path, *, progress: bool = True) -> None:
+    """Build the clean and contaminated models once (``zerogap contaminate``'s laptop preset)."""
+    if (models / "split.json").is_file() and (models / "contaminated").is_dir():
+        return
+    try:
+        from zerogap.pipelines.contamination import build, preset
+    except ImportError:
+        raise UserError("zerogap demo needs zerogap.pipelines.contamination (the `zerogap "
+                         "contaminate` pipeline) to build its models; it is not installed "
+                         "in this version") from None
+    build(preset("laptop"), models, progress=progress)
+

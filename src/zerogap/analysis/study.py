@@ -1,0 +1,210 @@
+"""A restoration study as data: its settings, strategies and sampling sizes, and its TOML file.
+
+A study (paper arXiv 2608.07341 §5) is one or more settings, each a clean model, a contaminated
+model and a task with an optional split file ``{"leaked": [ids], "unleaked": [ids]}``, and the
+strategies compared on every setting. :func:`load_study` reads a TOML study file (one reviewable
+file per study) and :func:`study_toml` writes one back. Plain data: strategy labels are checked
+against the registry when the study is prepared (:func:`zerogap.analysis.evaluate.prepare`).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from zerogap.analysis.scores import ScoreSettings
+from zerogap.errors import DataError, UserError
+from zerogap.io.jsonlines import read_json_object
+
+DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
+# Paper Table 4: n = 1..7 with the cap ("railcap" is n = 4) and n = 4 with the ban.
+ABLATION = tuple("railcap" if n == 4 else f"railcap:n={n}" for n in range(1, 8)) + ("railcap-ban",)
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One setting: models, task and (optional) split file ``{"leaked": [...], "unleaked": [...]}``.
+
+    ``limit`` keeps the first N questions (with a split: the first N/2 leaked and N/2 unleaked
+    ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
+    """
+
+    name: str
+    clean: str
+    contaminated: str
+    task: str
+    base: str = "embedded"
+    task_options: dict = field(default_factory=dict)
+    task_split: str = "test"
+    split_file: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self):
+        for key in ("name", "clean", "contaminated", "task"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
+        for key in ("clean", "contaminated", "base", "split_file"):
+            # Existing paths become absolute: they name run directories and are recorded in
+            # them, so the same study run from another folder must spell them the same way.
+            value = getattr(self, key)
+            if value and Path(value).expanduser().exists():
+                object.__setattr__(self, key, str(Path(value).expanduser().resolve()))
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
+            raise UserError(f"setting {self.name}: limit must be at least 2, got {self.limit}")
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study runs; a TOML study file holds exactly these fields (see :func:`load_study`).
+
+    ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds the
+    RailCap grid of paper Table 4 (n = 1..7 cap, n = 4 ban). ``calibration_size`` and
+    ``neuron_block`` size shortcut-neuron location (block 0: one MLP layer per block).
+    """
+
+    settings: tuple[SettingSpec, ...]
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    ablation: bool = False
+    m: int = 50
+    temperature: float = 0.7
+    max_new_tokens: int = 256
+    seed: int = 0
+    bins: int = 50
+    bootstrap: int = 2000
+    margin: float = 0.05
+    level: float = 0.95
+    calibration_size: int = 100
+    neuron_block: int = 0
+    title: str = ""
+
+    def __post_init__(self):
+        if not self.settings:
+            raise UserError("a study needs at least one setting")
+        names = [s.name for s in self.settings]
+        if len(set(names)) != len(names):
+            raise UserError(f"setting names must differ, got {names}")
+        if self.m < 2:
+            raise UserError(f"m must be at least 2 (the 0/1 readout needs more), got {self.m}")
+        if not self.temperature > 0 or self.max_new_tokens < 1:
+            raise UserError("temperature must be > 0 and max_new_tokens at least 1")
+        if self.calibration_size < 1 or self.neuron_block < 0:
+            raise UserError("calibration_size must be >= 1 and neuron_block >= 0")
+        ScoreSettings(bins=self.bins, n_boot=self.bootstrap, level=self.level,
+                      margin=self.margin, seed=self.seed)  # validates the scoring fields
+        if not self.strategies:
+            raise UserError("a study needs at least one strategy")
+
+    def labels(self) -> list[str]:
+        """Strategy labels in table order, the ablation grid added (duplicates dropped)."""
+        extra = ABLATION if self.ablation else ()
+        return list(dict.fromkeys((*self.strategies, *extra)))
+
+    def scoring(self) -> ScoreSettings:
+        return ScoreSettings(bins=self.bins, n_boot=self.bootstrap, level=self.level,
+                             margin=self.margin, seed=self.seed)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["settings"] = [asdict(s) for s in self.settings]
+        return out
+
+
+_SETTING_KEYS = {f.name for f in fields(SettingSpec)}
+_STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings"}
+_PATH_KEYS = ("clean", "contaminated", "base", "split_file")
+
+
+def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
+    """Read a TOML study file: top-level study fields, ``out``, and ``[[setting]]`` tables.
+
+    Relative model and split paths are taken relative to the file's folder when they exist
+    there. ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None).
+    Raises ``ValueError`` naming the file and the bad key or value.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such study file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise DataError(f"{path}: not valid TOML ({err})") from None
+    out = data.pop("out", None)
+    raw_settings = data.pop("setting", None)
+    unknown = sorted(set(data) - _STUDY_KEYS)
+    if unknown:
+        raise DataError(f"{path}: unknown key(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(sorted(_STUDY_KEYS | {'out', 'setting'}))}")
+    if not isinstance(raw_settings, list) or not raw_settings:
+        raise DataError(f"{path}: needs at least one [[setting]] table")
+    settings = []
+    for i, entry in enumerate(raw_settings, 1):
+        bad = sorted(set(entry) - _SETTING_KEYS)
+        if bad:
+            raise DataError(f"{path}: [[setting]] {i}: unknown key(s) {', '.join(bad)}; "
+                             f"known: {', '.join(sorted(_SETTING_KEYS))}")
+        entry = dict(entry)
+        for key in _PATH_KEYS:
+            value = entry.get(key)
+            if isinstance(value, str) and (path.parent / value).exists() \
+                    and not Path(value).is_absolute():
+                entry[key] = str(path.parent / value)
+        entry.setdefault("name", f"setting-{i}")
+        try:
+            settings.append(SettingSpec(**entry))
+        except (TypeError, ValueError) as err:
+            raise DataError(f"{path}: [[setting]] {i}: {err}") from None
+    if "strategies" in data:
+        data["strategies"] = tuple(data["strategies"])
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        spec = StudySpec(settings=tuple(settings), **data)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{path}: {err}") from None
+    return spec, None if out is None else Path(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) \
+            + "}"
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def study_toml(spec: StudySpec, out: Path) -> str:
+    """The study as a TOML file :func:`load_study` reads back (None values left out)."""
+    data = spec.to_dict()
+    lines = [f"out = {_toml_value(str(out))}"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
+              if k != "settings" and v is not None]
+    for s in data["settings"]:
+        lines += ["", "[[setting]]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in s.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+
+def read_split(path: str | Path) -> dict[str, list[str]]:
+    """A split file ``{"leaked": [ids], "unleaked": [ids]}``; ``ValueError`` naming the problem."""
+    data = read_json_object(path, "split file")
+    out = {}
+    for key in ("leaked", "unleaked"):
+        ids = data.get(key)
+        if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
+            raise DataError(f"{path}: '{key}' must be a non-empty list of question ids")
+        out[key] = ids
+    both = set(out["leaked"]) & set(out["unleaked"])
+    if both:
+        raise DataError(f"{path}: {len(both)} ids are both leaked and unleaked "
+                         f"(first: {sorted(both)[0]!r})")
+    return out

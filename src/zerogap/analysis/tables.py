@@ -1,0 +1,224 @@
+"""Tables 1-4 of the paper (arXiv 2608.07341 §5) as Markdown, CSV and JSON.
+
+Every cell is an estimate with its bootstrap CI (:class:`zerogap.uncertainty.Interval`); each
+table shows all questions and, when a split is known, the leaked and the unleaked ones as
+separate sections; every section carries the :data:`~zerogap.analysis.scores.REPEAT` row (the
+clean model's second batch scored like a strategy: the measured noise floor) and a note with
+the simulated floor. The best strategy of each column (lowest gap) is marked, reference rows
+(the second clean batch, All-Zero) excluded.
+
+=======  ==============================================================================
+table    content
+=======  ==============================================================================
+1        G-AP (one sampled response per question, as prior work) next to SA-PPG (§5.2.1)
+2        Δ+, Δ-, A-PPG, G-APP, SA-PPG with All-Zero as a row (§5.2.2)
+3        SA-PPG of every strategy across settings (§5.3.1)
+4        the RailCap ablation, SA-PPG with S-Δ+ and S-Δ- (§5.3.2)
+=======  ==============================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from zerogap.analysis.scores import ALL_ZERO, REPEAT, SettingScores, strategies_in
+from zerogap.metrics import METRIC_LABELS
+from zerogap.uncertainty import Interval
+
+REFERENCE_ROWS = frozenset({REPEAT, ALL_ZERO})
+
+
+@dataclass(frozen=True)
+class Section:
+    """Rows of one subset: ``rows[i] = (label, {column: Interval or None})``."""
+
+    label: str
+    rows: tuple[tuple[str, dict], ...]
+
+    def best(self, column: str) -> frozenset[str]:
+        """Labels of the lowest estimate in ``column`` among non-reference rows (ties share it;
+        none when every row ties, since then no strategy is better)."""
+        found = {label: cells[column].estimate for label, cells in self.rows
+                 if label not in REFERENCE_ROWS and cells.get(column) is not None}
+        if not found:
+            return frozenset()
+        low = min(found.values())
+        best = frozenset(label for label, v in found.items() if v - low <= 1e-12)
+        return best if len(best) < len(found) or len(found) == 1 else frozenset()
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: ``columns`` keys with display ``headers``, sections of rows, notes."""
+
+    key: str
+    title: str
+    columns: tuple[str, ...]
+    headers: tuple[str, ...]
+    sections: tuple[Section, ...]
+    notes: tuple[str, ...]
+
+    def to_markdown(self) -> str:
+        lines = [f"### {self.title}", ""]
+        for section in self.sections:
+            if len(self.sections) > 1:
+                lines += [f"**{section.label}**", ""]
+            lines.append("| strategy | " + " | ".join(self.headers) + " |")
+            lines.append("|---|" + "---|" * len(self.headers))
+            best = {c: section.best(c) for c in self.columns}
+            for label, cells in section.rows:
+                shown = [_cell(cells.get(c), label in best[c]) for c in self.columns]
+                lines.append(f"| {label} | " + " | ".join(shown) + " |")
+            lines.append("")
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["table", "section", "row", "column", "estimate", "low", "high",
+                         "level", "best"])
+        for section in self.sections:
+            best = {c: section.best(c) for c in self.columns}
+            for label, cells in section.rows:
+                for column in self.columns:
+                    ci = cells.get(column)
+                    if ci is not None:
+                        writer.writerow([self.key, section.label, label, column, ci.estimate,
+                                         ci.low, ci.high, ci.level, int(label in best[column])])
+        return out.getvalue()
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key, "title": self.title, "columns": list(self.columns),
+            "headers": list(self.headers), "notes": list(self.notes),
+            "sections": [
+                {"label": s.label, "best": {c: sorted(s.best(c)) for c in self.columns},
+                 "rows": [{"row": label, "cells": {c: None if ci is None else ci.to_dict()
+                                                   for c, ci in cells.items()}}
+                          for label, cells in s.rows]}
+                for s in self.sections
+            ],
+        }
+
+
+def _cell(ci: Interval | None, best: bool) -> str:
+    if ci is None:
+        return "–"
+    value = f"**{ci.estimate:.4f}**" if best else f"{ci.estimate:.4f}"
+    return f"{value} [{ci.low:.3f}, {ci.high:.3f}]"
+
+
+def _floor_notes(scores: SettingScores) -> list[str]:
+    notes = []
+    for subset in scores.subsets:
+        f = subset.floor
+        notes.append(
+            f"{scores.name}, {subset.label} (N = {subset.n_questions}): simulated noise floor "
+            f"SA-PPG {f.sa_ppg:.4f} (95th pct {f.sa_ppg_upper:.4f}), A-PPG {f.a_ppg:.4f} "
+            f"(95th pct {f.a_ppg_upper:.4f}); the '{REPEAT}' row is the measured one"
+        )
+    level = scores.settings.level
+    kind = ("questions, then samples within them" if scores.settings.within_questions
+            else "questions; SA-PPG and S-Δ± within strata")
+    notes.append(f"{level:.0%} bootstrap CIs ({scores.settings.n_boot} replicates over {kind}); "
+                 f"B = {scores.settings.bins} strata; best of each column in bold")
+    sizes = list(scores.strata_sizes)
+    tiny = sum(s for s in sizes if s <= 2)
+    if not scores.settings.within_questions and tiny > 0.25 * sum(sizes):
+        notes.append(f"{tiny} of {sum(sizes)} questions sit in strata of one or two, whose "
+                     "question-level CIs cannot show sampling noise (--within-questions)")
+    return notes
+
+
+def _metric_table(key: str, title: str, scores: SettingScores, columns: Sequence[str],
+                  rows: Sequence[str], extra_notes: Sequence[str] = ()) -> Table:
+    sections = []
+    for subset in scores.subsets:
+        present = [r for r in rows if r in subset.boot.names]
+        sections.append(Section(subset.label, tuple(
+            (r, {c: None if (c == "g_ap" and not subset.g_ap) else subset.interval(r, c)
+                 for c in columns})
+            for r in present
+        )))
+    return Table(key, title, tuple(columns), tuple(METRIC_LABELS[c] for c in columns),
+                 tuple(sections), tuple(_floor_notes(scores)) + tuple(extra_notes))
+
+
+def table1(scores: SettingScores) -> Table:
+    """G-AP next to SA-PPG for every strategy (the rank reversal, paper Table 1)."""
+    rows = [*scores.strategies, REPEAT]
+    return _metric_table(
+        "table1", f"Table 1: G-AP and SA-PPG ({scores.name})", scores, ("g_ap", "sa_ppg"), rows,
+        ["G-AP reads one sampled response per question (each run's first sample), as prior work"],
+    )
+
+
+def table2(scores: SettingScores) -> Table:
+    """Δ+, Δ-, A-PPG, G-APP and SA-PPG with All-Zero as a row (paper Table 2)."""
+    rows = [*[s for s in scores.strategies if s != ALL_ZERO], ALL_ZERO, REPEAT]
+    return _metric_table(
+        "table2", f"Table 2: components of the gap ({scores.name})", scores,
+        ("delta_plus", "delta_minus", "a_ppg", "g_app", "sa_ppg"), rows,
+        ["Δ+ under-suppression (inflation left), Δ- over-suppression (collateral damage); "
+         "A-PPG = Δ+ + Δ-, G-APP = |Δ+ - Δ-|; All-Zero reads 0 on every question"],
+    )
+
+
+def table3(all_scores: Sequence[SettingScores]) -> Table:
+    """SA-PPG of every strategy (rows) across settings (columns), all questions (Table 3)."""
+    names = [*strategies_in(all_scores), REPEAT]
+    columns = tuple(s.name for s in all_scores)
+    rows = []
+    for name in names:
+        cells = {s.name: (s.overall.interval(name, "sa_ppg") if name in s.overall.boot.names
+                          else None) for s in all_scores}
+        rows.append((name, cells))
+    notes = [note for s in all_scores for note in _floor_notes(s)[:1]]
+    return Table("table3", "Table 3: SA-PPG across settings", columns, columns,
+                 (Section("all questions", tuple(rows)),), tuple(notes))
+
+
+def ablation_rows(scores: SettingScores) -> list[str]:
+    """The RailCap variants of a study (labels starting with ``railcap``): cap before ban, then
+    by n (default 4), as paper Table 4 lists them."""
+
+    def key(label: str) -> tuple[bool, int]:
+        n = re.search(r"\bn=(\d+)", label)
+        return "ban" in label, int(n.group(1)) if n else 4
+
+    return sorted((s for s in scores.strategies if s.startswith("railcap")), key=key)
+
+
+def table4(scores: SettingScores) -> Table:
+    """The RailCap ablation: SA-PPG with S-Δ+ and S-Δ- per variant, All-Zero for reference."""
+    variants = ablation_rows(scores)
+    notes = ["S-Δ+ and S-Δ- split SA-PPG into stratified under- and over-suppression"]
+    if len(variants) < 2:
+        notes.append("only one RailCap variant was run; `zerogap evaluate --ablation` adds "
+                     "n = 1..7 (cap) and n = 4 (ban)")
+    return _metric_table(
+        "table4", f"Table 4: RailCap ablation ({scores.name})", scores,
+        ("sa_ppg", "s_delta_plus", "s_delta_minus"), [*variants, ALL_ZERO, REPEAT], notes,
+    )
+
+
+def study_tables(all_scores: Sequence[SettingScores]) -> list[Table]:
+    """Tables 1, 2 and 4 of the first setting, and Table 3 across all settings."""
+    first = all_scores[0]
+    return [table1(first), table2(first), table3(all_scores), table4(first)]
+
+
+def verdict_table(all_scores: Sequence[SettingScores]) -> str:
+    """Markdown: SA-PPG with CI and the verdict of every strategy in every setting."""
+    lines = ["| setting | strategy | SA-PPG | verdict |", "|---|---|---|---|"]
+    for scores in all_scores:
+        for v in scores.verdicts:
+            ci = scores.overall.interval(v.name, "sa_ppg")
+            lines.append(f"| {scores.name} | {v.name} | {ci.estimate:.4f} "
+                         f"[{ci.low:.3f}, {ci.high:.3f}] | {v.sentence()} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,241 @@
+"""``zerogap evaluate``, ``zerogap report`` and ``zerogap demo``: the restoration study.
+
+``evaluate`` runs a study (flags or a TOML study file) into a folder and writes its report;
+``report`` rewrites the report of such a folder (no sampling, no torch); ``demo`` builds a
+clean and a contaminated model from the embedded model and evaluates every strategy on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+from zerogap.errors import UserError
+
+EXAMPLES = """examples:
+  zerogap evaluate --clean cl/ --contaminated co/ --task arith --split split.json \\
+      --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
+  zerogap evaluate study.toml --ablation
+  zerogap report runs/study
+  zerogap demo
+"""
+
+STUDY_FLAGS = ("strategies", "ablation", "m", "temperature", "max_new_tokens", "seed", "bins",
+               "bootstrap", "margin", "level", "calibration_size", "neuron_block")
+SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option")
+
+
+def register(subparsers) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
+                              description=__doc__, epilog=EXAMPLES, formatter_class=fmt)
+    p.add_argument("study", nargs="?", type=Path, help="TOML study file (instead of the flags)")
+    g = p.add_argument_group("setting (without a study file)")
+    g.add_argument("--clean", help="clean model M_cl (any --model spec of zerogap sample)")
+    g.add_argument("--contaminated", help="contaminated model M_co")
+    g.add_argument("--base", default=None, help="base model for shortcut (default: embedded)")
+    g.add_argument("--task", help="registered task name, e.g. arith or gsm8k")
+    g.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="task option, converted by its declared type ('zerogap task show')")
+    g.add_argument("--task-split", default=None, help="the task's split (default test)")
+    g.add_argument("--split", type=Path, default=None, metavar="SPLIT_FILE",
+                   help='JSON {"leaked": [ids], "unleaked": [ids]} (zerogap contaminate writes it)')
+    g.add_argument("--limit", type=int, default=None,
+                   help="first N questions (with a split: N/2 leaked and N/2 unleaked)")
+    g.add_argument("--name", default="setting", help="setting name in the tables")
+    g = p.add_argument_group("study (override a study file's values)")
+    g.add_argument("--strategies", default=None,
+                   help="comma list; name or name:key=value,... (default identity,ted,"
+                        "lne-blocking,shortcut,railcap,all-zero)")
+    g.add_argument("--ablation", action="store_true", default=None,
+                   help="add the RailCap grid: n = 1..7 (cap) and n = 4 (ban)")
+    g.add_argument("-m", type=int, default=None, help="samples per question (default 50)")
+    g.add_argument("-T", "--temperature", type=float, default=None, help="default 0.7")
+    g.add_argument("--max-new-tokens", type=int, default=None, help="default 256")
+    g.add_argument("--seed", type=int, default=None, help="default 0")
+    g.add_argument("--bins", type=int, default=None, help="SA-PPG strata (default 50)")
+    g.add_argument("--bootstrap", type=int, default=None, help="replicates (default 2000)")
+    g.add_argument("--margin", type=float, default=None,
+                   help="verdict margin over the noise floor (default 0.05)")
+    g.add_argument("--level", type=float, default=None, help="confidence (default 0.95)")
+    g.add_argument("--calibration-size", type=int, default=None,
+                   help="unleaked questions for shortcut-neuron location (default 100)")
+    g.add_argument("--neuron-block", type=int, default=None,
+                   help="neurons per causal block (default 0: one MLP layer)")
+    p.add_argument("--out", type=Path, default=None, help="study folder (runs, tables, report)")
+    _add_running(p)
+    p.set_defaults(func=_evaluate)
+
+    p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
+                              epilog=EXAMPLES, formatter_class=fmt)
+    p.add_argument("folder", type=Path)
+    p.add_argument("--bootstrap", type=int, default=None, help="replicates")
+    p.add_argument("--margin", type=float, default=None, help="verdict margin")
+    p.add_argument("--level", type=float, default=None, help="confidence level")
+    p.add_argument("--within-questions", action="store_true",
+                   help="two-level bootstrap CIs (questions, then samples)")
+    p.set_defaults(func=_report)
+
+    p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
+                              "embedded model and evaluate every strategy on them",
+                              epilog=EXAMPLES, formatter_class=fmt)
+    p.add_argument("--out", type=Path, default=Path("runs/demo"))
+    p.add_argument("--questions", type=int, default=None, help="questions (half leaked)")
+    p.add_argument("-m", type=int, default=None, help="samples per question")
+    _add_running(p)
+    p.set_defaults(func=_demo)
+
+
+def _add_running(p) -> None:
+    p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
+    p.add_argument("--max-batch", type=int, default=None, help="most rows decoded together")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+class ProgressLine:
+    """The study's one progress display on stderr: a line rewritten in place on a terminal,
+    otherwise one line per stage and every 15 s. A clock thread redraws it between events, so
+    the elapsed time moves even while the first question of a run is still being sampled."""
+
+    def __init__(self, stream=sys.stderr, every: float | None = None):
+        self.stream, self.tty = stream, stream.isatty()
+        self.every = every or (1.0 if self.tty else 15.0)
+        self.state, self.stage, self.last = None, None, 0.0
+        self.lock, self.done = threading.Lock(), threading.Event()
+        self.clock = threading.Thread(target=self._tick, daemon=True)
+        self.clock.start()
+
+    def __call__(self, state) -> None:
+        with self.lock:
+            self.state = state
+            if state.stage != self.stage or time.monotonic() - self.last >= self.every:
+                self._draw()
+
+    def _tick(self) -> None:
+        while not self.done.wait(self.every):
+            with self.lock:
+                if self.state is not None and time.monotonic() - self.last >= self.every:
+                    self._draw()
+
+    def _draw(self) -> None:
+        state = self.state
+        self.last, self.stage = time.monotonic(), state.stage
+        eta = "?" if state.eta is None else _duration(state.eta)
+        line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | "
+                f"{state.questions_done}/{state.questions_total} questions | "
+                f"{state.tokens_per_second:.0f} tok/s | ETA {eta} | {_duration(state.elapsed)}")
+        self.stream.write("\r\033[K" + line if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.done.set()
+        self.clock.join()
+        if self.tty and self.stage is not None:
+            self.stream.write("\n")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _study_from_args(args):
+    from zerogap.analysis.study import SettingSpec, StudySpec, load_study
+    from zerogap.config import parse_pairs
+    from zerogap.tasks import task_option_values
+
+    overrides = {k: getattr(args, k) for k in STUDY_FLAGS}
+    if overrides["strategies"] is not None:
+        overrides["strategies"] = tuple(s.strip() for s in overrides["strategies"].split(",")
+                                        if s.strip())
+    if args.study is not None:
+        given = [f"--{k.replace('_', '-')}" for k in SETTING_FLAGS if getattr(args, k)]
+        if given:
+            raise UserError(f"give a study file or the setting flags, not both ({given[0]})")
+        study, out = load_study(args.study, **overrides)
+        out = args.out or out
+        if out is None:
+            raise UserError(f"{args.study}: no 'out' folder; add out = \"...\" or --out DIR")
+        return study, out
+    missing = [f"--{k}" for k in ("clean", "contaminated", "task", "out")
+               if getattr(args, k) is None]
+    if missing:
+        raise UserError(f"give a study file, or {', '.join(missing)}")
+    setting = SettingSpec(
+        name=args.name, clean=args.clean, contaminated=args.contaminated, task=args.task,
+        base=args.base or "embedded",
+        task_options=task_option_values(args.task, parse_pairs("--task-option", args.task_option)),
+        task_split=args.task_split or "test",
+        split_file=None if args.split is None else str(args.split), limit=args.limit,
+    )
+    return StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
+                                             if v is not None}), args.out
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file, not a folder")
+
+
+def _run_study(study, out: Path, args, commands=()) -> int:
+    from zerogap.analysis.evaluate import evaluate, prepare
+    from zerogap.analysis.report import summary_table
+
+    _check_out(out)
+    prepare(study)  # every setting checked before a model loads or a file is written
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the study's own line is the one progress display
+    display = None if args.quiet else ProgressLine()
+    try:
+        report = evaluate(study, out, progress=display, device=args.device,
+                          max_batch=args.max_batch, commands=commands)
+    finally:
+        if display is not None:
+            display.close()
+    print(summary_table(report))
+    print(f"report: {report.html} (and {report.markdown})")
+    return 0
+
+
+def _evaluate(args) -> int:
+    study, out = _study_from_args(args)
+    return _run_study(study, out, args)
+
+
+def _report(args) -> int:
+    from dataclasses import replace
+
+    from zerogap.analysis.report import read_study, summary_table, write_report
+    from zerogap.analysis.scores import ScoreSettings
+
+    study = read_study(args.folder)
+    scoring = ScoreSettings(**study.get("scoring", {}))
+    changes = {k: v for k, v in (("n_boot", args.bootstrap), ("margin", args.margin),
+                                 ("level", args.level)) if v is not None}
+    if args.within_questions:
+        changes["within_questions"] = True
+    report = write_report(args.folder, replace(scoring, **changes))
+    print(summary_table(report))
+    print(f"report: {report.html} (and {report.markdown})")
+    return 0
+
+
+def _demo(args) -> int:
+    from zerogap.analysis.evaluate import DEMO_M, DEMO_QUESTIONS, build_demo_models, demo_study
+
+    questions = args.questions or DEMO_QUESTIONS
+    m = args.m or DEMO_M
+    if questions < 2 or m < 2:
+        raise UserError("--questions and -m must be at least 2")
+    _check_out(args.out)
+    models = args.out / "models"
+    print(f"zerogap demo: building the clean and contaminated models in {models}",
+          file=sys.stderr)
+    build_demo_models(models, progress=not args.quiet)
+    study = demo_study(models, questions=questions, m=m)
+    return _run_study(study, args.out, args,
+                      commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"])

@@ -1,0 +1,188 @@
+"""``zerogap evaluate`` end to end on a reduced study: a tiny Llama as the clean model, a LoRA
+adapter on it as the contaminated one, the toy task, every strategy, m = 4."""
+
+import json
+
+import pytest
+
+from zerogap import cli
+from zerogap.analysis.evaluate import evaluate
+from zerogap.analysis.study import load_study
+from zerogap.io.counts import read_counts
+
+from .conftest import STRATEGIES
+
+
+def test_study_samples_every_run_and_writes_the_report(study_dir):
+    out, report, states = study_dir
+    study = json.loads((out / "study.json").read_text())
+    entry = study["settings"][0]
+    assert entry["questions"] == 10 and len(entry["leaked"]) == 5
+    assert set(entry["counts"]["strategies"]) == set(STRATEGIES)
+    for path in [entry["counts"]["clean"], entry["counts"]["repeat"],
+                 *entry["counts"]["strategies"].values()]:
+        counts = read_counts(out / path)
+        assert len(counts) == 10 and set(counts.samples) == {4}
+    zero = read_counts(out / entry["counts"]["strategies"]["all-zero"])
+    assert zero.correct.sum() == 0
+    # one progress display for the whole study: rows only ever grow, up to the planned total
+    rows = [r for _, r, _ in states]
+    planned = 10 * 4 * (2 + len(STRATEGIES)) + 2 * 10  # 2 clean batches, 2 greedy decodes
+    assert rows == sorted(rows) and rows[-1] == states[-1][2] == planned
+    assert any("neurons" in stage for stage, _, _ in states)
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
+    assert all(r > 1 for rs in ranks["ranks"].values() for r in rs)
+    # the two clean batches and the contaminated runs draw independent noise
+    assert len({entry["runs"]["clean"], entry["runs"]["clean, 2nd batch"]}) == 2
+    assert report.html.is_file() and report.markdown.is_file()
+    assert [t.key for t in report.tables] == ["table1", "table2", "table3", "table4"]
+    for key in ("table1", "table2", "table3", "table4"):
+        for ext in ("md", "csv", "json"):
+            assert (out / "tables" / f"{key}.{ext}").stat().st_size > 0
+    assert {p.suffix for p in report.figures} == {".png", ".svg"}
+    assert len(report.figures) == 6  # Figure 1, Figure 2, per-stratum gaps; PNG and SVG each
+    assert {v.outcome for v in report.scores[0].verdicts} <= {
+        "restored", "not restored", "inconclusive"}
+
+
+def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
+    out, _, _ = study_dir
+    before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
+    states = []
+    evaluate(reduced_study(), out, progress=states.append)
+    assert states[-1].rows_total == 0 and states[-1].questions_done == 0
+    after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
+    assert after.keys() == before.keys()
+
+
+def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
+    """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
+    out, _, _ = study_dir
+    study = reduced_study(m=5, strategies=("identity", "railcap"))
+    from zerogap.analysis.evaluate import _plan, prepare
+
+    jobs, _ = _plan(study, prepare(study)[0], out)
+    todo = {job.label: job.todo for job in jobs}
+    assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
+    assert todo["clean greedy"] == todo["contaminated greedy"] == 0
+
+
+def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
+    out, _, _ = study_dir
+    study, folder = load_study(out / "study.toml")
+    assert folder == out and study.strategies == STRATEGIES and study.m == 4
+    (out / "report.html").unlink()
+    assert cli.main(["report", str(out), "--bootstrap", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "SA-PPG" in printed and "report:" in printed
+    assert (out / "report.html").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--clean", "nowhere/", "--contaminated", "x/", "--task", "toy-arith"], "--out"),
+    (["--clean", "./nowhere", "--contaminated", "./x", "--task", "toy-arith", "--out", "{tmp}"],
+     "does not exist"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--strategies", "railcap:n=0"], "railcap:n=0"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--strategies", "identity,shortcut"], "needs a split file"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--split", "{tmp}/missing.json"], "no such split file"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
+                                                        capsys):
+    out = tmp_path / "out"
+    argv = [a.format(tmp=out, clean=study_models["clean"]) for a in argv]
+    assert cli.main(["evaluate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_split_with_unknown_ids_is_refused(study_models, tmp_path, capsys):
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"leaked": ["test-0", "nope"], "unleaked": ["test-1"]}))
+    code = cli.main(["evaluate", "--clean", str(study_models["clean"]), "--contaminated",
+                     str(study_models["contaminated"]), "--task", "toy-arith", "--split",
+                     str(split), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "'nope'" in capsys.readouterr().err
+
+
+def test_study_file_errors_name_the_file_and_key(tmp_path, capsys):
+    bad = tmp_path / "study.toml"
+    bad.write_text('out = "x"\nsamples = 5\n[[setting]]\nclean = "embedded"\n')
+    with pytest.raises(ValueError, match=r"study.toml: unknown key\(s\) samples"):
+        load_study(bad)
+    bad.write_text('m = 4\n[[setting]]\nclean = "embedded"\ncontaminated = "embedded"\n'
+                   'task = "arith"\nlimt = 3\n')
+    with pytest.raises(ValueError, match=r"\[\[setting\]\] 1: unknown key\(s\) limt"):
+        load_study(bad)
+    assert cli.main(["evaluate", str(bad), "--clean", "embedded"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_study_file_paths_are_relative_to_the_file(study_models, tmp_path):
+    folder = study_models["clean"].parent
+    study = folder / "rel.toml"
+    study.write_text('m = 3\n[[setting]]\nname = "x"\nclean = "clean"\n'
+                     'contaminated = "contaminated"\ntask = "toy-arith"\n'
+                     'split_file = "split.json"\n')
+    spec, out = load_study(study, m=5)
+    assert out is None and spec.m == 5
+    assert spec.settings[0].clean == str(study_models["clean"].resolve())
+    assert spec.settings[0].split_file == str(study_models["split"].resolve())
+
+
+def test_progress_line_redraws_on_its_own_clock():
+    import io
+    import time
+
+    from zerogap.evaluate_cli import ProgressLine
+
+    from zerogap.analysis.evaluate import StudyProgress
+
+    stream = io.StringIO()
+    line = ProgressLine(stream, every=0.05)
+    line(StudyProgress(stage="s: clean", jobs_total=3, rows_total=10))
+    time.sleep(0.3)  # no event: the clock alone redraws
+    line.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3 and all("[0/3 runs] s: clean" in x for x in lines)
+    assert "ETA ?" in lines[0]
+
+
+def test_ranks_of_a_models_own_greedy_tokens_are_all_first():
+    """Teacher-forced on its own greedy decode a model agrees at every step (no ranks kept);
+    another model's greedy tokens get ranks > 1 exactly where the two argmaxes differ."""
+    import torch
+    import toy  # on sys.path through conftest
+
+    from zerogap.analysis.evaluate import clean_token_ranks
+    from zerogap.engine import greedy
+
+    tok, own, other = toy.byte_tokenizer(), toy.tiny_model(0), toy.tiny_model(3)
+    prompt = "Q: 2+3=?\nA:"
+    ids = greedy(own, tok, [prompt], max_new_tokens=10)[0].token_ids
+    assert clean_token_ranks(own, tok, prompt, ids) == []
+    ranks = clean_token_ranks(other, tok, prompt, ids)
+    with torch.no_grad():
+        logits = other(torch.tensor([tok(prompt)["input_ids"] + ids])).logits[0]
+    start = len(tok(prompt)["input_ids"]) - 1
+    differ = [t for t in range(len(ids)) if int(logits[start + t].argmax()) != ids[t]]
+    assert len(ranks) == len(differ) and all(1 < r <= toy.VOCAB for r in ranks)
+
+
+def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
+    from dataclasses import replace
+
+    from zerogap.analysis.evaluate import _plan, prepare
+
+    study = reduced_study(strategies=("identity",))
+    same = replace(study.settings[0], contaminated=study.settings[0].clean)
+    study = replace(study, settings=(same,))
+    jobs, _ = _plan(study, prepare(study)[0], tmp_path)
+    greedy = [job for job in jobs if job.kind == "greedy"]
+    assert greedy[0].run_dir == greedy[1].run_dir
+    assert [job.todo for job in greedy] == [10, 0]
