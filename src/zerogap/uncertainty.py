@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from statistics import NormalDist
 
+from typing import Any
+
 import numpy as np
 
 from zerogap.metrics import DEFAULT_BINS, restoration_gaps, solve_probability, strata
@@ -653,7 +655,7 @@ def restoration_verdicts(
         raise ValueError(f"margin must be >= 0, got {margin!r}")
     (clean_c,), (clean_m,) = _check_counts(clean_correct, clean_samples, "clean")
     mit_c, mit_m = _check_counts(mitigated_correct, mitigated_samples, "mitigated")
-    common = dict(names=names, bins=bins, n_boot=n_boot, level=level, seed=seed)
+    common: dict[str, Any] = dict(names=names, bins=bins, n_boot=n_boot, level=level, seed=seed)
     plain = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, **common)
     two_level = bootstrap_gaps(clean_c, clean_m, mit_c, mit_m, within_questions=True, **common)
     z = NormalDist().inv_cdf(level)

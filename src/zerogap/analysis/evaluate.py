@@ -283,7 +283,8 @@ class _Models:
     """Models of one setting, each loaded once when first needed."""
 
     def __init__(self, spec: SettingSpec, device: str | None, tracker: _Tracker):
-        self.spec, self.device, self.tracker, self.loaded = spec, device, tracker, {}
+        self.spec, self.device, self.tracker = spec, device, tracker
+        self.loaded: dict[str, Any] = {}
 
     def __call__(self, role: str):
         if role not in self.loaded:

@@ -138,14 +138,15 @@ def _score_subset(label: str, clean: QuestionCounts, rows: dict[str, QuestionCou
                   settings: ScoreSettings) -> SubsetScores:
     names = list(rows)
     runs = [rows[n] for n in names]
-    with_draws = clean.first is not None and all(r.first is not None for r in runs)
+    draws = [r.first for r in runs if r.first is not None]
+    with_draws = clean.first is not None and len(draws) == len(runs)
     boot = bootstrap_gaps(
         clean.correct, clean.samples, np.stack([r.correct for r in runs]),
         np.stack([r.samples for r in runs]), names=names, bins=settings.bins,
         n_boot=settings.n_boot, level=settings.level, seed=settings.seed,
         within_questions=settings.within_questions,
         draw_clean=clean.first if with_draws else None,
-        draw_mitigated=np.stack([r.first for r in runs]) if with_draws else None,
+        draw_mitigated=np.stack(draws) if with_draws else None,
     )
     other = int(np.median(np.concatenate([r.samples for r in runs])))
     floor = noise_floor(clean.correct, clean.samples, other_samples=other, bins=settings.bins,

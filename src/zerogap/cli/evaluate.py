@@ -122,6 +122,8 @@ class ProgressLine:
 
     def _draw(self) -> None:
         state = self.state
+        if state is None:
+            return
         self.last, self.stage = time.monotonic(), state.stage
         eta = "?" if state.eta is None else _duration(state.eta)
         line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | "
