@@ -139,7 +139,7 @@ def test_progress_line_redraws_on_its_own_clock():
     import io
     import time
 
-    from zerogap.evaluate_cli import ProgressLine
+    from zerogap.cli.evaluate import ProgressLine
 
     from zerogap.analysis.evaluate import StudyProgress
 
