@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from statistics import NormalDist
-
 from typing import Any
 
 import numpy as np

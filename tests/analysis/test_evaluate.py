@@ -139,9 +139,8 @@ def test_progress_line_redraws_on_its_own_clock():
     import io
     import time
 
-    from zerogap.cli.evaluate import ProgressLine
-
     from zerogap.analysis.evaluate import StudyProgress
+    from zerogap.cli.evaluate import ProgressLine
 
     stream = io.StringIO()
     line = ProgressLine(stream, every=0.05)
