@@ -136,6 +136,9 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 
     def write(i: int, generations: list[Generation]) -> None:
         q = todo[i]
+        if len(generations) != spec.m:  # a backend bug; never store a partial question
+            raise RuntimeError(f"{backend.name} returned {len(generations)} samples of {q.id}, "
+                               f"not m = {spec.m}")
         greedy_text = None if greedy_rows is None else greedy_rows[i].text
         extra = chosen.sample_stats(greedy_text, [g.text for g in generations], loaded.tokenizer)
         rows = []

@@ -107,11 +107,14 @@ class VLLMBackend:
     def _params(self, spec: SamplingSpec, *, n: int, temperature: float, seed: int | None,
                 extra_args: dict | None):
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         return SamplingParams(
             n=n, temperature=temperature, top_k=spec.top_k or -1, top_p=spec.top_p or 1.0,
             max_tokens=spec.max_new_tokens, stop=list(spec.stop) or None, seed=seed,
             extra_args=extra_args,
+            # One output per request once all n children are done (as LLM.generate asks).
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
     def _generation(self, completion) -> Generation:
