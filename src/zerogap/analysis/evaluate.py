@@ -513,13 +513,7 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
 
 def build_demo_models(models: Path, *, progress: bool = True) -> None:
     """Build the clean and contaminated models once (``zerogap contaminate``'s laptop preset)."""
-    if (models / "split.json").is_file() and (models / "contaminated").is_dir():
-        return
-    try:
-        from zerogap.pipelines.contamination import build, preset
-    except ImportError:
-        raise UserError("zerogap demo needs zerogap.pipelines.contamination (the `zerogap "
-                         "contaminate` pipeline) to build its models; it is not installed "
-                         "in this version") from None
-    build(preset("laptop"), models, progress=progress)
+    from zerogap.pipelines.contamination import build, preset
+
+    build(preset("laptop"), models, progress=progress)  # resumable: finished parts are kept
 
