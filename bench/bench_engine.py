@@ -284,7 +284,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("-m", type=int, default=16)
     parser.add_argument("--quick", action="store_true",
-                        help="3 questions, 64 / 48 new tokens, one repetition")
+                        help="at most 3 questions, 64 / 48 new tokens, one repetition")
     parser.add_argument("--repeat", type=int, default=2, help="repetitions of the timed parts")
     parser.add_argument("--previous", metavar="REV", default=None,
                         help="also time the engine of this git revision, e.g. 6a1fe2c")
@@ -295,7 +295,8 @@ def main() -> None:
     args = parser.parse_args()
     args.max_new_tokens = {"gsm8k": 128, "arith": 48}
     if args.quick:
-        args.questions, args.repeat, args.max_new_tokens["gsm8k"] = 3, 1, 64
+        args.questions, args.repeat = min(args.questions, 3), 1
+        args.max_new_tokens["gsm8k"] = 64
     if args.threads:
         torch.set_num_threads(args.threads)
     previous = previous_engine(args.previous) if args.previous else None
