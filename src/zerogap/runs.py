@@ -68,7 +68,9 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
     def load(spec: str):
         from zerogap.models import load_model
 
-        return load_model(spec, device=str(device)).model
+        # The patch source computes next to the model: same device, same dtype.
+        dtype = str(loaded.model.dtype).removeprefix("torch.")
+        return load_model(spec, device=str(device), dtype=dtype).model
 
     # A backend without an in-process model (vLLM) takes the hooks' tensors from the CPU.
     device = getattr(loaded.model, "device", "cpu")
