@@ -17,20 +17,8 @@ import numpy as np
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
 from zerogap.config import parse_pairs
 from zerogap.io.files import atomic_write, check_output
-from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES
+from zerogap.metrics import DEFAULT_BINS, METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
-
-COLUMNS = {
-    "g_ap": "G-AP",
-    "g_app": "G-APP",
-    "a_ppg": "A-PPG",
-    "delta_plus": "Δ+",
-    "delta_minus": "Δ-",
-    "sa_ppg": "SA-PPG",
-    "s_delta_plus": "S-Δ+",
-    "s_delta_minus": "S-Δ-",
-}
-
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -111,7 +99,7 @@ def render_table(card: Scorecard) -> str:
             else ", no bootstrap"
         ),
         "",
-        "strategy".ljust(width) + "".join(f"{COLUMNS[m]:>14}" for m in METRIC_NAMES),
+        "strategy".ljust(width) + "".join(f"{METRIC_LABELS[m]:>14}" for m in METRIC_NAMES),
     ]
     for name, est, run in zip(boot.names, boot.estimates, card.runs, strict=True):
         lines.append(name.ljust(width) + "".join(f"{getattr(est, m):>14.4f}" for m in METRIC_NAMES))
@@ -160,7 +148,7 @@ def render_table(card: Scorecard) -> str:
         for c in card.comparisons:
             p = "p < 0.001" if c.p_value < 0.001 else f"p = {c.p_value:.3f}"
             lines.append(
-                f"  {COLUMNS[c.metric]:>6}  {c.a} - {c.b}: {c.difference:+.4f} "
+                f"  {METRIC_LABELS[c.metric]:>6}  {c.a} - {c.b}: {c.difference:+.4f} "
                 f"[{c.low:+.4f}, {c.high:+.4f}], {p}"
             )
     return "\n".join(lines)
