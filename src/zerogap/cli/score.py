@@ -20,6 +20,7 @@ from zerogap.io.files import atomic_write, check_output
 from zerogap.metrics import DEFAULT_BINS, METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "score",
