@@ -76,6 +76,10 @@ class VLLMBackend:
     def __init__(self, llm) -> None:
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()
+        configured = getattr(llm.llm_engine.model_config.hf_config, "eos_token_id", None)
+        ids = {self.tokenizer.eos_token_id}
+        ids.update(configured if isinstance(configured, list) else [configured])
+        self.eos_ids = {i for i in ids if i is not None}
         self.generated = 0
         self.calls = 0  # request ids stay unique across calls on one engine
 
@@ -123,18 +127,11 @@ class VLLMBackend:
             finish = "length"
         elif completion.stop_reason is None or isinstance(completion.stop_reason, int):
             finish = "eos"
-            if token_ids and token_ids[-1] in self._eos_ids():
+            if token_ids and token_ids[-1] in self.eos_ids:
                 token_ids = token_ids[:-1]  # as the HF engine: EOS is not part of the response
         else:
             finish = "stop"
         return Generation(token_ids, completion.text, finish)
-
-    def _eos_ids(self) -> set[int]:
-        ids = {self.tokenizer.eos_token_id}
-        config = self.llm.llm_engine.model_config.hf_config
-        configured = getattr(config, "eos_token_id", None)
-        ids.update(configured if isinstance(configured, list) else [configured])
-        return {i for i in ids if i is not None}
 
     def _run(self, prompts: Sequence[str], params: list, on_question: Callable | None,
              progress: bool) -> list[list[Generation]]:
