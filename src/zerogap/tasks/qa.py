@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
@@ -86,7 +87,7 @@ class NumericQATask:
     stop: tuple[str, ...] = STOP
     config_class: type[PromptConfig] = PromptConfig
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         self.options = self.config_class(**options)
         self._rows: dict[str, list[Row]] = {}
         self._questions: dict[str, list[Question]] = {}
