@@ -152,3 +152,12 @@ def test_ties_share_the_mark_and_a_column_where_all_tie_marks_none():
     assert Section("x", (row("a", 0.1), row("b", 0.1), row("c", 0.2))).best("sa_ppg") == {"a", "b"}
     assert Section("x", (row("a", 0.1), row("b", 0.1))).best("sa_ppg") == frozenset()
     assert Section("x", (row("a", 0.3), row(REPEAT, 0.0))).best("sa_ppg") == {"a"}
+
+
+def test_a_study_folder_written_before_the_scorecard_still_rescores():
+    from zerogap.analysis.report import study_scoring
+
+    old = {"bins": 10, "n_boot": 300, "level": 0.9, "margin": 0.03, "noise_sims": 200,
+           "seed": 1, "within_questions": False}  # what study.json recorded before
+    assert study_scoring({"scoring": old}) == ScoreSettings(
+        bins=10, bootstrap=300, level=0.9, margin=0.03, noise_sims=200, seed=1)
