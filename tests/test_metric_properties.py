@@ -52,6 +52,10 @@ def test_component_identities(runs, bins):
     assert gaps.g_app <= gaps.a_ppg + 1e-12
     assert sum(gaps.strata_sizes) == gaps.n_questions
     assert list(gaps.strata_used) == sorted(set(gaps.strata_used))
+    # The per-stratum parts are what the stratified metrics average.
+    assert len(gaps.stratum_delta_plus) == len(gaps.stratum_delta_minus) == len(gaps.strata_used)
+    assert gaps.s_delta_plus == pytest.approx(np.mean(gaps.stratum_delta_plus), abs=1e-12)
+    assert gaps.s_delta_minus == pytest.approx(np.mean(gaps.stratum_delta_minus), abs=1e-12)
     assert gaps.sa_ppg == pytest.approx(reference_sa_ppg(*runs, bins), abs=1e-9)
     assert gaps.a_ppg == pytest.approx(a_ppg(*runs)) and gaps.g_app == pytest.approx(g_app(*runs))
 

@@ -53,21 +53,38 @@ def folders(tmp_path_factory, make_tiny_llama, smol_tokenizer):
     return out
 
 
-def test_neurons_then_shortcut_sampling(folders, tmp_path, capsys):
-    leaked = tmp_path / "leaked.txt"
-    leaked.write_text("test-0\ntest-1\n")
-    out = tmp_path / "neurons.json"
-    argv = ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
+def neurons_argv(folders, leaked, out, *extra):
+    """Two leaked items, two calibration items, 4 causal blocks of 32: 22 greedy decodes."""
+    return ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
             "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked", str(leaked),
-            "--calibration-size", "2", "--block-size", "64", "--max-new-tokens", "4",
-            "--out", str(out), "--quiet"]
-    assert main(argv) == 0, capsys.readouterr().err
+            "--calibration-size", "2", "--block-size", "32", "--max-new-tokens", "4",
+            "--out", str(out), "--quiet", *extra]
+
+
+@pytest.fixture(scope="module")
+def leaked(tmp_path_factory):
+    path = tmp_path_factory.mktemp("leaked") / "leaked.txt"
+    path.write_text("test-0\ntest-1\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ranked(folders, leaked, tmp_path_factory):
+    """An uninterrupted ``zerogap neurons`` run: its output file."""
+    out = tmp_path_factory.mktemp("ranked") / "neurons.json"
+    assert main(neurons_argv(folders, leaked, out)) == 0
+    return out
+
+
+def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
+    out = ranked
     record = json.loads(out.read_text())
     assert sorted(map(tuple, record["neurons"])) == [(0, i) for i in range(128)]
     meta = record["meta"]
     assert meta["leaked_ids"] == ["test-0", "test-1"]
     assert meta["calibration_ids"] == ["test-2", "test-3"]
-    assert meta["contaminated"]["spec"] == folders["con"] and meta["block_size"] == 64
+    assert meta["contaminated"]["spec"] == folders["con"] and meta["block_size"] == 32
+    assert not out.with_name(out.name + ".journal.jsonl").exists()
     run_dir = tmp_path / "run"
     assert main(["sample", "--model", folders["con"], "--task", Sums.name, "-m", "2",
                  "--max-new-tokens", "4", "--strategy", "shortcut", "--set",
@@ -86,3 +103,66 @@ def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "1 ids not in split 'test'" in err and "'test-9'" in err
     assert not (tmp_path / "n.json").exists()
+
+
+
+@pytest.fixture
+def interrupt(monkeypatch):
+    """``interrupt(k)``: the next runs stop (as Ctrl-C would) before their (k+1)-th question
+    result; returns the list of results recorded since."""
+    from zerogap.pipelines import neurons
+
+    record = neurons.Journal.record
+
+    def after(k):
+        kept = []
+
+        def stop(self, *result):
+            if len(kept) == k:
+                raise KeyboardInterrupt
+            kept.append(result)
+            record(self, *result)
+
+        monkeypatch.setattr(neurons.Journal, "record", stop)
+        return kept
+
+    return after
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_to_the_same_neurons(folders, leaked, ranked, tmp_path,
+                                                         capsys, interrupt):
+    out = tmp_path / "resumed.json"
+    journal = tmp_path / "resumed.json.journal.jsonl"
+    interrupt(11)
+    assert main(neurons_argv(folders, leaked, out)) == 130
+    assert not out.exists()
+    assert len(journal.read_text().splitlines()) == 2 + 11  # header, models, 11 results
+    with journal.open("a") as f:
+        f.write('{"pass": "base+0:32-63", "id": "te')  # the half line a killed writer leaves
+    decoded = interrupt(10**6)
+    assert main(neurons_argv(folders, leaked, out)) == 0, capsys.readouterr().err
+    assert "resuming from" in capsys.readouterr().err
+    assert len(decoded) == 22 - 11  # only what the journal lacked
+    a, b = (json.loads(p.read_text()) for p in (ranked, out))
+    assert b["neurons"] == a["neurons"] and b["meta"]["accuracy"] == a["meta"]["accuracy"]
+    assert not journal.exists()
+
+
+def test_a_journal_of_other_options_is_refused_before_any_model_loads(
+        folders, leaked, tmp_path, capsys, interrupt, monkeypatch):
+    out = tmp_path / "n.json"
+    interrupt(3)
+    assert main(neurons_argv(folders, leaked, out)) == 130
+    assert capsys.readouterr().err == "zerogap neurons: interrupted\n"
+    journal = tmp_path / "n.json.journal.jsonl"
+    kept = journal.read_bytes()
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("zerogap.models.load_model", no_load)
+    assert main(neurons_argv(folders, leaked, out, "--block-size", "64")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another configuration (differs in block_size)" in err
+    assert journal.read_bytes() == kept and not out.exists()

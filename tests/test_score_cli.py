@@ -62,6 +62,22 @@ def test_all_zero_ranks_last_under_sa_ppg_but_not_under_a_ppg(tmp_path):
     assert a["all-zero"] < a["identity"]
 
 
+def test_a_margin_adds_one_verdict_per_strategy(tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    assert main(score_args("--margin", "0.05", "--json", str(out))) == 0
+    table = capsys.readouterr().out
+    assert "restoration verdicts (equivalence test, margin 0.05)" in table
+    result = json.loads(out.read_text())
+    assert result["settings"]["margin"] == 0.05
+    for name in STRATEGIES:
+        verdict = result["strategies"][name]["verdict"]
+        assert verdict["name"] == name and verdict["margin"] == 0.05
+        assert verdict["outcome"] in ("restored", "not restored", "inconclusive")
+        assert f"  {name}: {verdict['outcome']}" in table
+        # The verdict tests the same SA-PPG the table reports.
+        assert verdict["sa_ppg"] == pytest.approx(result["strategies"][name]["sa_ppg"]["estimate"])
+
+
 def test_counts_without_first_sample_use_a_seeded_draw(tmp_path, capsys):
     rng = np.random.default_rng(0)
     ids = [f"q{i}" for i in range(50)]
@@ -93,6 +109,10 @@ def test_counts_without_first_sample_use_a_seeded_draw(tmp_path, capsys):
         (["--mitigated", "x=missing.jsonl"], "missing.jsonl: no such file"),
         (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--bins", "0"], "--bins must be"),
         (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--level", "2"], "level must lie"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--margin", "-0.1"],
+         "--margin must be a number >= 0"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--margin", "0.05", "--bootstrap",
+          "0"], "--margin needs bootstrap replicates"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path, capsys, args, message):

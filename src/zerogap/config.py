@@ -233,6 +233,45 @@ def describe(target: Callable[..., Any]) -> list[str]:
     return lines
 
 
+def show_value(value: Any) -> str:
+    """``value`` as ``--set``/``--task-option`` would spell it (JSON for lists, ``none``).
+
+    >>> show_value(((2, 10), (5, 20))), show_value(None), show_value(True), show_value("")
+    ('[[2, 10], [5, 20]]', 'none', 'true', '""')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple | list):
+        return json.dumps(value)
+    return str(value) if value != "" else '""'
+
+
+def markdown_table(kind: str,
+                   entries: Sequence[tuple[str, Callable[..., Any], Mapping[str, Any]]]) -> str:
+    """A Markdown table of every option of every ``(name, target, defaults)`` entry, from the
+    declarations (:func:`parameters`); ``defaults`` override the declared ones (a preset).
+
+    The README's settings tables are this output (``zerogap strategy list --markdown``,
+    ``zerogap task list --markdown``); a test fails when they drift apart.
+    """
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [f"| {kind} | option | type | default | meaning |", "|---|---|---|---|---|"]
+    for name, target, defaults in entries:
+        declared = parameters(target)
+        if not declared:
+            lines.append(f"| `{name}` | — | | | no options |")
+        for option, (kind_, default, help_text) in declared.items():
+            value = defaults.get(option, default)
+            shown = "required" if value is inspect.Parameter.empty else f"`{show_value(value)}`"
+            lines.append(f"| `{name}` | `{option}` | {cell(_type_name(kind_))} | {cell(shown)} "
+                         f"| {cell(help_text)} |")
+    return "\n".join(lines) + "\n"
+
+
 def _literal_choices(kind: Any) -> tuple | None:
     return typing.get_args(kind) if typing.get_origin(kind) is Literal else None
 

@@ -231,7 +231,9 @@ class RestorationGaps:
     ``sa_ppg = s_delta_plus + s_delta_minus``. ``delta_plus`` is under-suppression (inflated
     performance left in place), ``delta_minus`` over-suppression (performance pushed below the
     clean model). ``g_ap`` is None unless single 0/1 draws were given. ``strata_used`` lists the
-    non-empty strata (0-based) and ``strata_sizes`` their question counts.
+    non-empty strata (0-based), ``strata_sizes`` their question counts, and
+    ``stratum_delta_plus`` / ``stratum_delta_minus`` the mean Δ+ and Δ- inside each of them
+    (what S-Δ+ and S-Δ- average; shape (len(strata_used),)).
     """
 
     n_questions: int
@@ -246,6 +248,8 @@ class RestorationGaps:
     s_delta_minus: float
     strata_used: tuple[int, ...]
     strata_sizes: tuple[int, ...]
+    stratum_delta_plus: tuple[float, ...]
+    stratum_delta_minus: tuple[float, ...]
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -283,6 +287,8 @@ def restoration_gaps(
     (0.2667, 0.1, 0.1667)
     >>> round(gaps.sa_ppg, 4), gaps.strata_used, gaps.strata_sizes
     (0.325, (0, 9), (2, 1))
+    >>> gaps.stratum_delta_plus, gaps.stratum_delta_minus
+    ((0.15, 0.0), (0.0, 0.5))
     """
     r_clean, r_mitigated = _check_pair(r_clean, r_mitigated)
     if (draw_clean is None) != (draw_mitigated is None):
@@ -310,6 +316,8 @@ def restoration_gaps(
         s_delta_minus=float(s_under.mean()),
         strata_used=tuple(int(b) for b in used),
         strata_sizes=tuple(int(n) for n in sizes),
+        stratum_delta_plus=tuple(float(v) for v in s_over),
+        stratum_delta_minus=tuple(float(v) for v in s_under),
     )
 
 

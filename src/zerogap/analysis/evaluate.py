@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
-from zerogap.analysis.scores import REPEAT
+from zerogap.analysis.score import REPEAT
 from zerogap.analysis.study import SettingSpec, StudySpec, read_split, study_toml
 from zerogap.errors import DataError, UserError, ZerogapError
 

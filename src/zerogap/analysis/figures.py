@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from zerogap.metrics import strata
+from zerogap.metrics import RestorationGaps
 
 LEAKED_COLOUR, UNLEAKED_COLOUR = "#c0392b", "#2c7fb8"
 RANK_CAP = 10  # ranks above this are pooled into one ">10" bar
@@ -136,31 +136,28 @@ def figure2(draw1, draw2, r1, r2, *, m: int, seed: int = 0) -> Figure:
     return fig
 
 
-def stratum_figure(r_clean, r_mitigated: Mapping[str, np.ndarray], *, bins: int) -> Figure:
+def stratum_figure(gaps: Mapping[str, RestorationGaps]) -> Figure:
     """Per-stratum gaps of each strategy: what SA-PPG averages (one panel per strategy).
 
     Bars above zero are a stratum's mean Δ+ (under-suppression, inflation left), below zero its
-    mean Δ- (over-suppression, damage), over the clean solve probability's strata.
+    mean Δ- (over-suppression, damage), over the clean solve probability's strata; ``gaps``
+    maps each strategy to its :class:`~zerogap.metrics.RestorationGaps` (a scorecard's
+    estimates), all on the same clean run.
     """
-    r_clean = np.asarray(r_clean, float)
-    stratum = strata(r_clean, bins=bins)
-    used = np.unique(stratum)
-    centres = (used + 0.5) / bins
-    names = list(r_mitigated)
+    names = list(gaps)
     cols = min(3, len(names))
     rows = -(-len(names) // cols)
     fig = Figure(figsize=(4 * cols, 2.8 * rows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True, squeeze=False)).ravel()
     for ax, name in zip(axes, names, strict=False):
-        delta = np.asarray(r_mitigated[name], float) - r_clean
-        plus = np.array([np.maximum(delta[stratum == b], 0).mean() for b in used])
-        minus = np.array([np.maximum(-delta[stratum == b], 0).mean() for b in used])
-        ax.bar(centres, plus, width=0.9 / bins, color=LEAKED_COLOUR,
+        g = gaps[name]
+        centres = (np.asarray(g.strata_used) + 0.5) / g.bins
+        ax.bar(centres, g.stratum_delta_plus, width=0.9 / g.bins, color=LEAKED_COLOUR,
                label="Δ+ (inflation left)")
-        ax.bar(centres, -minus, width=0.9 / bins, color=UNLEAKED_COLOUR,
-               label="Δ- (damage)")
+        ax.bar(centres, -np.asarray(g.stratum_delta_minus), width=0.9 / g.bins,
+               color=UNLEAKED_COLOUR, label="Δ- (damage)")
         ax.axhline(0, color="black", lw=0.6)
-        ax.set(title=f"{name}: SA-PPG {np.mean(plus + minus):.3f}", xlim=(0, 1), ylim=(-1, 1),
+        ax.set(title=f"{name}: SA-PPG {g.sa_ppg:.3f}", xlim=(0, 1), ylim=(-1, 1),
                xlabel="clean solve probability (stratum)")
     for ax in axes[len(names):]:
         ax.set_axis_off()

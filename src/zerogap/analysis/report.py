@@ -2,11 +2,12 @@
 
 A study folder (written by :mod:`zerogap.analysis.evaluate`) holds ``study.json`` (what was
 run: settings, models and fingerprints, run directories, counts files, the commands to
-reproduce) and the per-question counts of every run. :func:`write_report` scores it
-(:mod:`zerogap.analysis.scores`), writes the tables (Markdown, CSV, JSON) under ``tables/``, the
-figures (PNG, SVG) under ``figures/``, then ``report.html`` (jinja2; figures embedded as data
-URIs, so the page needs no network and no neighbouring files) and ``report.md``. It reads run
-stores through :mod:`zerogap.store` (SQLite) only: no torch.
+reproduce) and the per-question counts of every run. :func:`write_report` scores each setting
+into one :class:`~zerogap.analysis.score.Scorecard` (:func:`score_setting`), writes the tables
+(Markdown, CSV, JSON) under ``tables/``, the figures (PNG, SVG) under ``figures/``, then
+``report.html`` (jinja2; figures embedded as data URIs, so the page needs no network and no
+neighbouring files) and ``report.md``. It reads run stores through :mod:`zerogap.store`
+(SQLite) only: no torch.
 """
 
 from __future__ import annotations
@@ -20,10 +21,17 @@ from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
-from zerogap.analysis.scores import ScoreSettings, SettingCounts, SettingScores, score_setting
+from zerogap.analysis.score import (
+    ALL_ZERO,
+    REPEAT,
+    Scorecard,
+    ScoreSettings,
+    all_zero,
+    load_input,
+    score,
+)
 from zerogap.analysis.tables import Table, study_tables, verdict_table
 from zerogap.errors import DataError
-from zerogap.io.counts import read_counts
 from zerogap.io.jsonlines import read_json_object
 from zerogap.store import RunStore
 
@@ -47,7 +55,7 @@ class Report:
     html: Path
     markdown: Path
     tables: list[Table]
-    scores: list[SettingScores]
+    scores: dict[str, Scorecard]
     verdicts_markdown: str
     figures: list[Path]
 
@@ -61,17 +69,30 @@ def read_study(folder: Path) -> dict:
     return study
 
 
-def setting_counts(folder: Path, entry: dict) -> SettingCounts:
-    """Read one setting's counts files, aligned to its clean run."""
+def study_scoring(study: dict) -> ScoreSettings:
+    """The scoring settings a ``study.json`` records."""
+    recorded = dict(study.get("scoring", {}))
+    if "n_boot" in recorded:  # what study folders written before the one scorecard call it
+        recorded["bootstrap"] = recorded.pop("n_boot")
+    return ScoreSettings.from_dict(recorded)
+
+
+def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecard:
+    """Score one setting of a study folder from its counts files.
+
+    Its strategies (All-Zero added when the study did not run it) against its clean run, the
+    clean model's second batch as the :data:`~zerogap.analysis.score.REPEAT` reference row, and
+    the leaked and unleaked questions as sub-cards when the setting has a split.
+    """
     counts = entry["counts"]
-    clean = read_counts(folder / counts["clean"])
-    strategies = {label: read_counts(folder / path).aligned_to(clean)
-                  for label, path in counts["strategies"].items()}
-    repeat = read_counts(folder / counts["repeat"]).aligned_to(clean) if counts.get("repeat") \
-        else None
+    clean = load_input("clean", folder / counts["clean"])
+    runs = [load_input(label, folder / path) for label, path in counts["strategies"].items()]
+    if ALL_ZERO not in counts["strategies"]:
+        runs.append(all_zero(clean))
+    references = [load_input(REPEAT, folder / counts["repeat"])] if counts.get("repeat") else []
     leaked = entry.get("leaked")
-    return SettingCounts(entry["name"], clean, strategies, repeat,
-                         None if leaked is None else frozenset(leaked))
+    return score(clean, runs, scoring, references=references,
+                 leaked=None if leaked is None else frozenset(leaked))
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
@@ -91,38 +112,37 @@ def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[floa
     return out
 
 
-def _figures(folder: Path, entry: dict, setting: SettingCounts, scores: SettingScores):
+def _figures(folder: Path, entry: dict, card: Scorecard):
     """Draw and save a setting's figures; yields (title, caption, paths)."""
     out = folder / "figures"
-    prefix = slug(setting.name)
-    leaked = setting.leaked or frozenset()
-    rouge = _rouge(folder, entry, setting.clean.ids)
+    name = entry["name"]
+    prefix = slug(name)
+    leaked = frozenset(entry.get("leaked") or ())
+    rouge = _rouge(folder, entry, card.clean.counts.ids)
     ranks_file = entry.get("ranks")
     ranks = json.loads((folder / ranks_file).read_text())["ranks"] if ranks_file else {}
     if rouge or ranks:
-        yield ("Figure 1 (" + setting.name + ")",
+        yield ("Figure 1 (" + name + ")",
                "(a, c) ROUGE-L between each sample of the contaminated model (identity) and its "
                "question's greedy decode, leaked vs unleaked: faint dots are samples, solid dots "
                "per-question means. (b, d) The contaminated model teacher-forced on the clean "
                "model's greedy decode: rank of the clean model's token over the first ten "
                "decoding steps, at the steps where the two models disagree.",
                figs.save(figs.figure1(rouge, ranks, leaked), out, f"{prefix}-figure1"))
-    if setting.repeat is not None and setting.clean.first is not None \
-            and setting.repeat.first is not None:
-        c, r = setting.clean, setting.repeat
+    repeat = card.reference(REPEAT)
+    c = card.clean.counts
+    if repeat is not None and c.first is not None and repeat.counts.first is not None:
+        r = repeat.counts
         fig = figs.figure2(c.first, r.first, c.correct / c.samples, r.correct / r.samples,
-                           m=scores.clean_m, seed=scores.settings.seed)
-        yield ("Figure 2 (" + setting.name + ")",
+                           m=card.clean_m, seed=card.settings.seed)
+        yield ("Figure 2 (" + name + ")",
                "Two independent sampling batches of the clean model. Left: one sampled "
                "response per question (m = 1, small vertical jitter). Right: the solve "
                "probability from m samples. Questions sorted by the first batch; the title "
                "gives each readout's mean per-question gap (the paper: 0.190 vs 0.041).",
                figs.save(fig, out, f"{prefix}-figure2"))
-    r_clean = setting.clean.correct / setting.clean.samples
-    mitigated = {name: c.correct / c.samples for name, c in setting.with_all_zero()
-                 .strategies.items()}
-    fig = figs.stratum_figure(r_clean, mitigated, bins=scores.settings.bins)
-    yield ("Per-stratum gaps (" + setting.name + ")",
+    fig = figs.stratum_figure({s: card.estimate(s) for s in card.strategies})
+    yield ("Per-stratum gaps (" + name + ")",
            "For each strategy, the mean under-suppression Δ+ (up) and over-suppression Δ- "
            "(down) inside each stratum of the clean solve probability; SA-PPG is the mean of "
            "their sum over the non-empty strata.",
@@ -165,22 +185,22 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
 
     folder = Path(folder)
     study = read_study(folder)
-    scoring = scoring or ScoreSettings(**study.get("scoring", {}))
+    scoring = scoring or study_scoring(study)
     entries = study["settings"]
-    counts = [setting_counts(folder, e) for e in entries]
-    scores = [score_setting(c, scoring) for c in counts]
+    scores = {e["name"]: score_setting(folder, e, scoring) for e in entries}
     tables = study_tables(scores)
     for table in tables:
         base = folder / "tables" / table.key
         _write_text(base.with_suffix(".md"), table.to_markdown())
         _write_text(base.with_suffix(".csv"), table.to_csv())
         _write_text(base.with_suffix(".json"), json.dumps(table.to_dict(), indent=2) + "\n")
-    drawn = [(title, caption, paths) for e, c, s in zip(entries, counts, scores, strict=True)
-             for title, caption, paths in _figures(folder, e, c, s)]
+    drawn = [(title, caption, paths) for e in entries
+             for title, caption, paths in _figures(folder, e, scores[e["name"]])]
     verdicts_md = verdict_table(scores)
     _write_text(folder / "tables" / "verdicts.md", verdicts_md)
     _write_text(folder / "tables" / "verdicts.json", json.dumps(
-        {s.name: [v.to_dict() for v in s.verdicts] for s in scores}, indent=2) + "\n")
+        {name: [v.to_dict() for v in card.verdicts] for name, card in scores.items()},
+        indent=2) + "\n")
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("zerogap.analysis", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
@@ -189,7 +209,8 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
         scoring=scoring, verdict_meaning=VERDICT_MEANING, tables=tables,
         settings=[{**e, "leaked_count": None if e.get("leaked") is None else len(e["leaked"])}
                   for e in entries],
-        verdicts=[{"setting": s.name, "v": v} for s in scores for v in s.verdicts],
+        verdicts=[{"setting": name, "v": v} for name, card in scores.items()
+                  for v in card.verdicts],
         figures=[{"title": t, "caption": cap,
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
@@ -206,13 +227,12 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
 def summary_table(report: Report) -> str:
     """Plain-text SA-PPG table with verdicts, for a terminal."""
     lines = []
-    for scores in report.scores:
-        lines.append(f"{scores.name}: {scores.overall.n_questions} questions, clean m = "
-                     f"{scores.clean_m}, noise floor SA-PPG {scores.overall.floor.sa_ppg:.4f}")
-        width = max(len(n) for n in scores.strategies) + 2
-        for v in scores.verdicts:
-            ci = scores.overall.interval(v.name, "sa_ppg")
+    for name, card in report.scores.items():
+        lines.append(f"{name}: {card.n_questions} questions, clean m = {card.clean_m}, "
+                     f"noise floor SA-PPG {card.floor.sa_ppg:.4f}")
+        width = max(len(n) for n in card.strategies) + 2
+        for v in card.verdicts:
+            ci = card.interval(v.name, "sa_ppg")
             lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} "
                          f"[{ci.low:.3f}, {ci.high:.3f}]  {v.outcome}")
     return "\n".join(lines)
-

@@ -6,7 +6,10 @@ Given a clean run and one or more mitigated runs (per-question counts on the sam
 floor, the best strategy by SA-PPG and paired comparisons against it (and, with the two-level
 bootstrap, where a rerun on the same questions would read), and returns them as a
 :class:`Scorecard` whose :meth:`Scorecard.to_dict` is the JSON ``zerogap score --json`` writes.
-Rendering a table is the command line's job. Torch-free.
+A study (§5) asks for more of the same card: reference rows scored beside the strategies but
+never ranked (the clean model's second batch, All-Zero), the leaked and the unleaked questions
+as sub-cards, and restoration verdicts (``margin``); its tables are rendered from these cards.
+Rendering is the command line's and :mod:`zerogap.analysis.tables`' job. Torch-free.
 
 Examples
 --------
@@ -22,7 +25,8 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,7 @@ from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
 from zerogap.io.lmeval import LmevalLog, check_same_documents, is_lmeval_log, read_lmeval
-from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES, single_draw
+from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES, RestorationGaps, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, RunStore
@@ -42,11 +46,19 @@ from zerogap.uncertainty import (
     Interval,
     NoiseFloor,
     PairedComparison,
+    Verdict,
     bootstrap_gaps,
     compare,
     noise_floor,
     rerun_interval,
+    restoration_verdicts,
 )
+
+REPEAT = "clean, 2nd batch"
+"""Name of the clean model's second, independent batch as a reference row: the measured floor."""
+
+ALL_ZERO = "all-zero"
+"""Name of the All-Zero reference (paper Table 2): a model that solves nothing."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,8 @@ class ScoreSettings(JsonConfig):
         "help": "two-level bootstrap: also resample the samples within each question"})
     noise_sims: int = field(default=2000, metadata={"help": "noise-floor simulations"})
     seed: int = field(default=0, metadata={"help": "seed of the bootstrap and draws"})
+    margin: float | None = field(default=None, metadata={
+        "help": "equivalence margin of the restoration verdicts (none: no verdicts)"})
 
     def __post_init__(self) -> None:
         # Named by their command-line flags: these settings come from ``zerogap score``.
@@ -70,6 +84,12 @@ class ScoreSettings(JsonConfig):
                 raise UserError(f"{flag} must be an integer >= {minimum}, got {value!r}")
         if not (isinstance(self.level, int | float) and 0 < self.level < 1):
             raise UserError(f"--level must lie strictly between 0 and 1, got {self.level!r}")
+        if self.margin is not None:
+            if isinstance(self.margin, bool) or not isinstance(self.margin, int | float) \
+                    or not self.margin >= 0:
+                raise UserError(f"--margin must be a number >= 0, got {self.margin!r}")
+            if self.bootstrap == 0:
+                raise UserError("--margin needs bootstrap replicates (--bootstrap > 0)")
 
 
 @dataclass(frozen=True)
@@ -87,7 +107,13 @@ class ScoredRun:
 
 @dataclass(frozen=True)
 class Scorecard:
-    """Everything ``zerogap score`` reports (see the module docstring)."""
+    """Everything ``zerogap score`` reports (see the module docstring).
+
+    ``boot`` holds the strategies (``runs``), then the ``references``; only strategies are
+    ranked (``best``) and compared. ``subsets`` are the same card on the leaked and the
+    unleaked questions when a split was given; ``verdicts`` (all questions, one per strategy)
+    are present when ``settings.margin`` is set.
+    """
 
     settings: ScoreSettings
     clean: ScoredRun
@@ -98,21 +124,57 @@ class Scorecard:
     best: str
     comparisons: tuple[PairedComparison, ...]
     reruns: dict[str, dict[str, Interval]] = field(default_factory=dict)
+    references: tuple[ScoredRun, ...] = ()
+    label: str = "all questions"
+    subsets: tuple[Scorecard, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
 
     @property
     def with_ci(self) -> bool:
         return self.settings.bootstrap > 0
 
-    def estimate(self, name: str):
-        """The :class:`~zerogap.metrics.RestorationGaps` of strategy ``name``."""
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        """The scored strategies' names, in input order (references excluded)."""
+        return tuple(run.name for run in self.runs)
+
+    @property
+    def n_questions(self) -> int:
+        return len(self.clean.counts)
+
+    @property
+    def clean_m(self) -> int:
+        """The clean run's median samples per question."""
+        return int(np.median(self.clean.counts.samples))
+
+    @property
+    def sections(self) -> tuple[Scorecard, ...]:
+        """This card (all questions), then its leaked and unleaked sub-cards, if any."""
+        return (self, *self.subsets)
+
+    def estimate(self, name: str) -> RestorationGaps:
+        """The :class:`~zerogap.metrics.RestorationGaps` of strategy or reference ``name``."""
         return self.boot.estimates[self.boot.names.index(name)]
+
+    def interval(self, name: str, metric: str) -> Interval:
+        """``metric`` of strategy or reference ``name`` with its bootstrap interval."""
+        return self.boot.interval(name, metric)
+
+    def reference(self, name: str) -> ScoredRun | None:
+        """The reference row called ``name``, if it was scored."""
+        return next((r for r in self.references if r.name == name), None)
+
+    def verdict(self, name: str) -> Verdict:
+        """The restoration verdict of strategy ``name`` (``settings.margin`` must be set)."""
+        return next(v for v in self.verdicts if v.name == name)
 
     def restored(self, name: str) -> bool:
         """Whether ``name``'s SA-PPG lies within the noise floor's upper quantile."""
         return self.estimate(name).sa_ppg <= self.floor.sa_ppg_upper
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON record: versions, inputs with provenance, settings, metrics, floor, tests."""
+    def _metrics(self) -> dict[str, Any]:
+        """Per strategy and reference: every metric (with its CI when bootstrapped), strata."""
+        verdicts = {v.name: v for v in self.verdicts}
         strategies = {}
         for name, est in zip(self.boot.names, self.boot.estimates, strict=True):
             entry: dict[str, Any] = {"strata_used": est.strata_used,
@@ -123,23 +185,38 @@ class Scorecard:
             entry["restored_up_to_noise"] = self.restored(name)
             if name in self.reruns:
                 entry["rerun"] = {m: ci.to_dict() for m, ci in self.reruns[name].items()}
+            if name in verdicts:
+                entry["verdict"] = verdicts[name].to_dict()
             strategies[name] = entry
-        return {
+        return strategies
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record: versions, inputs with provenance, settings, metrics, floor, tests."""
+        inputs: dict[str, Any] = {
+            "clean": self.clean.provenance,
+            "mitigated": {run.name: run.provenance for run in self.runs},
+        }
+        if self.references:
+            inputs["references"] = {run.name: run.provenance for run in self.references}
+        out = {
             "zerogap_version": __version__,
-            "inputs": {
-                "clean": self.clean.provenance,
-                "mitigated": {run.name: run.provenance for run in self.runs},
-            },
+            "inputs": inputs,
             "settings": {
-                "n_questions": len(self.clean.counts),
+                "n_questions": self.n_questions,
                 **self.settings.to_dict(),
                 "g_ap_readout": self.draw_note,
             },
-            "strategies": strategies,
+            "strategies": self._metrics(),
             "best": self.best,
             "noise_floor": self.floor.to_dict(),
             "comparisons": [c.to_dict() for c in self.comparisons],
         }
+        if self.subsets:
+            out["subsets"] = {sub.label: {"n_questions": sub.n_questions,
+                                          "strategies": sub._metrics(),
+                                          "noise_floor": sub.floor.to_dict()}
+                              for sub in self.subsets}
+        return out
 
 
 def load_input(name: str, path: str | Path, *, lmeval_grading: str = "anchor") -> ScoredRun:
@@ -185,23 +262,73 @@ def _draws(clean: QuestionCounts, runs: list[QuestionCounts], seed: int):
     return draw_clean, draw_mit, f"one seeded draw per question from the counts (seed {seed})"
 
 
-def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings) -> Scorecard:
+def all_zero(clean: ScoredRun) -> ScoredRun:
+    """The All-Zero reference (paper Table 2) on ``clean``'s questions: no sample ever correct."""
+    c = clean.counts
+    zero = np.zeros(len(c), np.int64)
+    counts = QuestionCounts("(synthetic)", c.ids, zero, c.samples.copy(), zero.copy())
+    return ScoredRun(ALL_ZERO, counts, {"synthetic": "every question reads 0"})
+
+
+def _subset(run: ScoredRun, mask: np.ndarray) -> ScoredRun:
+    """``run`` restricted to the questions where ``mask`` (shape (n_questions,)) is true."""
+    c = run.counts
+    counts = QuestionCounts(c.path, tuple(np.asarray(c.ids)[mask]), c.correct[mask],
+                            c.samples[mask], None if c.first is None else c.first[mask],
+                            c.provenance)
+    return ScoredRun(run.name, counts, run.provenance)
+
+
+def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSettings, *,
+          references: Sequence[ScoredRun] = (), leaked: Collection[str] | None = None
+          ) -> Scorecard:
     """Score every mitigated run against ``clean`` (question sets must match; order may differ).
 
-    Raises :class:`~zerogap.errors.UserError` for no or repeated strategy names and
-    :class:`~zerogap.errors.DataError` (naming the file) for differing question sets.
+    ``references`` are scored beside them but never ranked or compared (the clean model's
+    second batch, :func:`all_zero`); ``leaked`` (question ids) adds the leaked and the
+    unleaked questions as sub-cards. Raises :class:`~zerogap.errors.UserError` for no or
+    repeated names and :class:`~zerogap.errors.DataError` (naming the file) for differing
+    question sets, or for a split that leaves one side without questions.
     """
-    names = [run.name for run in mitigated]
-    if not names:
+    names = [run.name for run in (*mitigated, *references)]
+    if not mitigated:
         raise UserError("give at least one mitigated run")
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise UserError(f"strategy name {twice!r} given twice")
-    for run in mitigated:
+    for run in (*mitigated, *references):
         if clean.lmeval is not None and run.lmeval is not None:
             check_same_documents(clean.lmeval, run.lmeval)
     runs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance) for r in mitigated]
-    counts = [r.counts for r in runs]
+    refs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance)
+            for r in references]
+    card = _card(clean, runs, refs, settings, "all questions")
+    subsets = []
+    if leaked is not None:
+        inside = np.array([q in leaked for q in clean.counts.ids])
+        for label, mask in (("leaked", inside), ("unleaked", ~inside)):
+            if not mask.any():
+                raise DataError(f"the split leaves no {label} questions among the "
+                                f"{card.n_questions} scored")
+            subsets.append(_card(_subset(clean, mask), [_subset(r, mask) for r in runs],
+                                 [_subset(r, mask) for r in refs], settings, label))
+    verdicts: tuple[Verdict, ...] = ()
+    if settings.margin is not None:
+        c = clean.counts
+        verdicts = tuple(restoration_verdicts(
+            c.correct, c.samples, np.stack([r.counts.correct for r in runs]),
+            np.stack([r.counts.samples for r in runs]), names=[r.name for r in runs],
+            margin=settings.margin, level=settings.level, bins=settings.bins,
+            n_boot=settings.bootstrap, n_sim=settings.noise_sims, seed=settings.seed))
+    return replace(card, subsets=tuple(subsets), verdicts=verdicts)
+
+
+def _card(clean: ScoredRun, runs: list[ScoredRun], refs: list[ScoredRun],
+          settings: ScoreSettings, label: str) -> Scorecard:
+    """The scorecard of aligned runs on one set of questions (no subsets, no verdicts)."""
+    rows = [*runs, *refs]
+    names = [r.name for r in rows]
+    counts = [r.counts for r in rows]
     c = clean.counts
     draw_clean, draw_mit, draw_note = _draws(c, counts, settings.seed)
     boot = bootstrap_gaps(
@@ -211,17 +338,18 @@ def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings)
         level=settings.level, seed=settings.seed, within_questions=settings.within_questions,
         draw_clean=draw_clean, draw_mitigated=draw_mit,
     )
-    other = int(np.median(np.concatenate([r.samples for r in counts])))
+    other = int(np.median(np.concatenate([r.counts.samples for r in runs])))
     floor = noise_floor(
         c.correct, c.samples,
         other_samples=None if other == int(np.median(c.samples)) else other,
         bins=settings.bins, n_sim=settings.noise_sims, seed=settings.seed,
     )
-    best = min(names, key=lambda n: boot.estimates[names.index(n)].sa_ppg)
+    ranked = [r.name for r in runs]
+    best = min(ranked, key=lambda n: boot.estimates[names.index(n)].sa_ppg)
     comparisons = tuple(
         compare(boot, name, best, metric=metric)
         for metric in ("sa_ppg", "a_ppg")
-        for name in names
+        for name in ranked
         if name != best and settings.bootstrap > 0
     )
     reruns = {}
@@ -234,4 +362,4 @@ def score(clean: ScoredRun, mitigated: list[ScoredRun], settings: ScoreSettings)
             for run in runs
         }
     return Scorecard(settings, clean, tuple(runs), boot, draw_note, floor, best, comparisons,
-                     reruns)
+                     reruns, tuple(refs), label)

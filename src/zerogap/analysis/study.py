@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from zerogap.analysis.scores import ScoreSettings
+from zerogap.analysis.score import ScoreSettings
 from zerogap.errors import DataError, UserError
 from zerogap.io.jsonlines import read_json_object
 
@@ -92,8 +92,7 @@ class StudySpec:
             raise UserError("temperature must be > 0 and max_new_tokens at least 1")
         if self.calibration_size < 1 or self.neuron_block < 0:
             raise UserError("calibration_size must be >= 1 and neuron_block >= 0")
-        ScoreSettings(bins=self.bins, n_boot=self.bootstrap, level=self.level,
-                      margin=self.margin, seed=self.seed)  # validates the scoring fields
+        self.scoring()  # validates the scoring fields
         if not self.strategies:
             raise UserError("a study needs at least one strategy")
 
@@ -103,7 +102,7 @@ class StudySpec:
         return list(dict.fromkeys((*self.strategies, *extra)))
 
     def scoring(self) -> ScoreSettings:
-        return ScoreSettings(bins=self.bins, n_boot=self.bootstrap, level=self.level,
+        return ScoreSettings(bins=self.bins, bootstrap=self.bootstrap, level=self.level,
                              margin=self.margin, seed=self.seed)
 
     def to_dict(self) -> dict:

@@ -1,10 +1,12 @@
 """Tables 1-4 of the paper (arXiv 2608.07341 §5) as Markdown, CSV and JSON.
 
-Every cell is an estimate with its bootstrap CI (:class:`zerogap.uncertainty.Interval`); each
-table shows all questions and, when a split is known, the leaked and the unleaked ones as
-separate sections; every section carries the :data:`~zerogap.analysis.scores.REPEAT` row (the
-clean model's second batch scored like a strategy: the measured noise floor) and a note with
-the simulated floor. The best strategy of each column (lowest gap) is marked, reference rows
+Every table is rendered from the settings' :class:`~zerogap.analysis.score.Scorecard` (by
+setting name): each cell is an estimate with its bootstrap CI
+(:class:`zerogap.uncertainty.Interval`); each table shows all questions and, when a split is
+known, the leaked and the unleaked ones (the card's sub-cards) as separate sections; every
+section carries the :data:`~zerogap.analysis.score.REPEAT` reference row (the clean model's
+second batch scored like a strategy: the measured noise floor) and a note with the simulated
+floor. The best strategy of each column (lowest gap) is marked, reference rows
 (the second clean batch, All-Zero) excluded.
 
 =======  ==============================================================================
@@ -22,10 +24,10 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from zerogap.analysis.scores import ALL_ZERO, REPEAT, SettingScores, strategies_in
+from zerogap.analysis.score import ALL_ZERO, REPEAT, Scorecard
 from zerogap.metrics import METRIC_LABELS
 from zerogap.uncertainty import Interval
 
@@ -113,77 +115,74 @@ def _cell(ci: Interval | None, best: bool) -> str:
     return f"{value} [{ci.low:.3f}, {ci.high:.3f}]"
 
 
-def _floor_notes(scores: SettingScores) -> list[str]:
+def _floor_notes(name: str, card: Scorecard) -> list[str]:
     notes = []
-    for subset in scores.subsets:
-        f = subset.floor
+    for section in card.sections:
+        f = section.floor
         notes.append(
-            f"{scores.name}, {subset.label} (N = {subset.n_questions}): simulated noise floor "
+            f"{name}, {section.label} (N = {section.n_questions}): simulated noise floor "
             f"SA-PPG {f.sa_ppg:.4f} (95th pct {f.sa_ppg_upper:.4f}), A-PPG {f.a_ppg:.4f} "
             f"(95th pct {f.a_ppg_upper:.4f}); the '{REPEAT}' row is the measured one"
         )
-    level = scores.settings.level
-    kind = ("questions, then samples within them" if scores.settings.within_questions
+    settings = card.settings
+    kind = ("questions, then samples within them" if settings.within_questions
             else "questions; SA-PPG and S-Δ± within strata")
-    notes.append(f"{level:.0%} bootstrap CIs ({scores.settings.n_boot} replicates over {kind}); "
-                 f"B = {scores.settings.bins} strata; best of each column in bold")
-    sizes = list(scores.strata_sizes)
+    notes.append(f"{settings.level:.0%} bootstrap CIs ({settings.bootstrap} replicates over "
+                 f"{kind}); B = {settings.bins} strata; best of each column in bold")
+    sizes = list(card.boot.estimates[0].strata_sizes)
     tiny = sum(s for s in sizes if s <= 2)
-    if not scores.settings.within_questions and tiny > 0.25 * sum(sizes):
+    if not settings.within_questions and tiny > 0.25 * sum(sizes):
         notes.append(f"{tiny} of {sum(sizes)} questions sit in strata of one or two, whose "
                      "question-level CIs cannot show sampling noise (--within-questions)")
     return notes
 
 
-def _metric_table(key: str, title: str, scores: SettingScores, columns: Sequence[str],
+def _metric_table(key: str, title: str, name: str, card: Scorecard, columns: Sequence[str],
                   rows: Sequence[str], extra_notes: Sequence[str] = ()) -> Table:
     sections = []
-    for subset in scores.subsets:
-        present = [r for r in rows if r in subset.boot.names]
-        sections.append(Section(subset.label, tuple(
-            (r, {c: None if (c == "g_ap" and not subset.g_ap) else subset.interval(r, c)
-                 for c in columns})
-            for r in present
-        )))
+    for section in card.sections:
+        present = [r for r in rows if r in section.boot.names]
+        sections.append(Section(section.label, tuple(
+            (r, {c: section.interval(r, c) for c in columns}) for r in present)))
     return Table(key, title, tuple(columns), tuple(METRIC_LABELS[c] for c in columns),
-                 tuple(sections), tuple(_floor_notes(scores)) + tuple(extra_notes))
+                 tuple(sections), tuple(_floor_notes(name, card)) + tuple(extra_notes))
 
 
-def table1(scores: SettingScores) -> Table:
+def table1(name: str, card: Scorecard) -> Table:
     """G-AP next to SA-PPG for every strategy (the rank reversal, paper Table 1)."""
-    rows = [*scores.strategies, REPEAT]
     return _metric_table(
-        "table1", f"Table 1: G-AP and SA-PPG ({scores.name})", scores, ("g_ap", "sa_ppg"), rows,
-        ["G-AP reads one sampled response per question (each run's first sample), as prior work"],
+        "table1", f"Table 1: G-AP and SA-PPG ({name})", name, card, ("g_ap", "sa_ppg"),
+        [*card.strategies, REPEAT],
+        [f"G-AP reads one sampled response per question ({card.draw_note}), as prior work"],
     )
 
 
-def table2(scores: SettingScores) -> Table:
+def table2(name: str, card: Scorecard) -> Table:
     """Δ+, Δ-, A-PPG, G-APP and SA-PPG with All-Zero as a row (paper Table 2)."""
-    rows = [*[s for s in scores.strategies if s != ALL_ZERO], ALL_ZERO, REPEAT]
+    rows = [*[s for s in card.strategies if s != ALL_ZERO], ALL_ZERO, REPEAT]
     return _metric_table(
-        "table2", f"Table 2: components of the gap ({scores.name})", scores,
+        "table2", f"Table 2: components of the gap ({name})", name, card,
         ("delta_plus", "delta_minus", "a_ppg", "g_app", "sa_ppg"), rows,
         ["Δ+ under-suppression (inflation left), Δ- over-suppression (collateral damage); "
          "A-PPG = Δ+ + Δ-, G-APP = |Δ+ - Δ-|; All-Zero reads 0 on every question"],
     )
 
 
-def table3(all_scores: Sequence[SettingScores]) -> Table:
+def table3(cards: Mapping[str, Scorecard]) -> Table:
     """SA-PPG of every strategy (rows) across settings (columns), all questions (Table 3)."""
-    names = [*strategies_in(all_scores), REPEAT]
-    columns = tuple(s.name for s in all_scores)
+    names = [*dict.fromkeys(s for card in cards.values() for s in card.strategies), REPEAT]
+    columns = tuple(cards)
     rows = []
     for name in names:
-        cells = {s.name: (s.overall.interval(name, "sa_ppg") if name in s.overall.boot.names
-                          else None) for s in all_scores}
+        cells = {setting: (card.interval(name, "sa_ppg") if name in card.boot.names else None)
+                 for setting, card in cards.items()}
         rows.append((name, cells))
-    notes = [note for s in all_scores for note in _floor_notes(s)[:1]]
+    notes = [_floor_notes(setting, card)[0] for setting, card in cards.items()]
     return Table("table3", "Table 3: SA-PPG across settings", columns, columns,
                  (Section("all questions", tuple(rows)),), tuple(notes))
 
 
-def ablation_rows(scores: SettingScores) -> list[str]:
+def ablation_rows(card: Scorecard) -> list[str]:
     """The RailCap variants of a study (labels starting with ``railcap``): cap before ban, then
     by n (default 4), as paper Table 4 lists them."""
 
@@ -191,34 +190,34 @@ def ablation_rows(scores: SettingScores) -> list[str]:
         n = re.search(r"\bn=(\d+)", label)
         return "ban" in label, int(n.group(1)) if n else 4
 
-    return sorted((s for s in scores.strategies if s.startswith("railcap")), key=key)
+    return sorted((s for s in card.strategies if s.startswith("railcap")), key=key)
 
 
-def table4(scores: SettingScores) -> Table:
+def table4(name: str, card: Scorecard) -> Table:
     """The RailCap ablation: SA-PPG with S-Δ+ and S-Δ- per variant, All-Zero for reference."""
-    variants = ablation_rows(scores)
+    variants = ablation_rows(card)
     notes = ["S-Δ+ and S-Δ- split SA-PPG into stratified under- and over-suppression"]
     if len(variants) < 2:
         notes.append("only one RailCap variant was run; `zerogap evaluate --ablation` adds "
                      "n = 1..7 (cap) and n = 4 (ban)")
     return _metric_table(
-        "table4", f"Table 4: RailCap ablation ({scores.name})", scores,
+        "table4", f"Table 4: RailCap ablation ({name})", name, card,
         ("sa_ppg", "s_delta_plus", "s_delta_minus"), [*variants, ALL_ZERO, REPEAT], notes,
     )
 
 
-def study_tables(all_scores: Sequence[SettingScores]) -> list[Table]:
+def study_tables(cards: Mapping[str, Scorecard]) -> list[Table]:
     """Tables 1, 2 and 4 of the first setting, and Table 3 across all settings."""
-    first = all_scores[0]
-    return [table1(first), table2(first), table3(all_scores), table4(first)]
+    name, first = next(iter(cards.items()))
+    return [table1(name, first), table2(name, first), table3(cards), table4(name, first)]
 
 
-def verdict_table(all_scores: Sequence[SettingScores]) -> str:
+def verdict_table(cards: Mapping[str, Scorecard]) -> str:
     """Markdown: SA-PPG with CI and the verdict of every strategy in every setting."""
     lines = ["| setting | strategy | SA-PPG | verdict |", "|---|---|---|---|"]
-    for scores in all_scores:
-        for v in scores.verdicts:
-            ci = scores.overall.interval(v.name, "sa_ppg")
-            lines.append(f"| {scores.name} | {v.name} | {ci.estimate:.4f} "
+    for name, card in cards.items():
+        for v in card.verdicts:
+            ci = card.interval(v.name, "sa_ppg")
+            lines.append(f"| {name} | {v.name} | {ci.estimate:.4f} "
                          f"[{ci.low:.3f}, {ci.high:.3f}] | {v.sentence()} |")
     return "\n".join(lines) + "\n"

@@ -211,12 +211,10 @@ def _evaluate(args) -> int:
 def _report(args) -> int:
     from dataclasses import replace
 
-    from zerogap.analysis.report import read_study, summary_table, write_report
-    from zerogap.analysis.scores import ScoreSettings
+    from zerogap.analysis.report import read_study, study_scoring, summary_table, write_report
 
-    study = read_study(args.folder)
-    scoring = ScoreSettings(**study.get("scoring", {}))
-    changes = {k: v for k, v in (("n_boot", args.bootstrap), ("margin", args.margin),
+    scoring = study_scoring(read_study(args.folder))
+    changes = {k: v for k, v in (("bootstrap", args.bootstrap), ("margin", args.margin),
                                  ("level", args.level)) if v is not None}
     if args.within_questions:
         changes["within_questions"] = True

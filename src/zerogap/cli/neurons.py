@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from zerogap.errors import UserError
@@ -35,8 +36,10 @@ def register(subparsers) -> None:
     p.add_argument("--block-size", type=int, default=512, help="neurons per causal block")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--device", default=None)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--out", required=True, type=Path,
+                   help="the ranking (JSON); OUT.journal.jsonl beside it keeps every question's "
+                        "result until it is written, so a rerun resumes an interrupted one")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_neurons)
 
 
@@ -65,21 +68,32 @@ def _neurons(args) -> int:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
     from zerogap.models import load_model
-    from zerogap.pipelines.neurons import locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import Journal, locate_neurons, save_neurons
 
+    setup = {"task": task.name, "task_config": task.config(), "split": args.split,
+             "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]}
+    journal_path = args.out.with_name(args.out.name + ".journal.jsonl")
+    resumed = journal_path.is_file()
+    journal = Journal(journal_path, {**setup, "block_size": args.block_size,
+                                     "max_new_tokens": args.max_new_tokens})
+    if resumed:
+        print(f"resuming from {journal_path} ({len(journal)} question results kept)",
+              file=sys.stderr)
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
+    journal.check_models({role: m.fingerprint for role, m in models.items()})
     ranking, meta = locate_neurons(
         models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
         models["contaminated"].tokenizer, task, leaked, calibration,
-        block_size=args.block_size, max_new_tokens=args.max_new_tokens, progress=not args.quiet,
+        block_size=args.block_size, max_new_tokens=args.max_new_tokens,
+        progress=not args.quiet, journal=journal,
     )
     meta.update({
         role: {"spec": m.spec, "fingerprint": m.fingerprint} for role, m in models.items()
     })
-    meta.update({"task": task.name, "task_config": task.config(), "split": args.split,
-                 "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]})
+    meta.update(setup)
     save_neurons(args.out, ranking, meta)
+    journal_path.unlink()  # everything it kept is in the ranking now
     print(f"ranked {len(ranking)} neurons into {args.out} (contaminated accuracy "
           f"{meta['accuracy']['contaminated']:.3f}, base {meta['accuracy']['base']:.3f} "
           f"on {len(calibration)} calibration questions)")

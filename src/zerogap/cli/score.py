@@ -52,6 +52,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("--noise-sims", type=int, default=2000, help="noise-floor simulations")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and draws")
+    p.add_argument("--margin", type=float, metavar="M",
+                   help="also give each strategy a restoration verdict: an equivalence test of "
+                        "its SA-PPG's excess over the noise floor against this margin (e.g. 0.05)")
     p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     p.add_argument("--lmeval-grading", default="anchor", metavar="MODE",
                    help="grader of lm-evaluation-harness logs' raw responses: anchor (default), "
@@ -67,7 +70,7 @@ def _fmt_m(samples: np.ndarray) -> str:
 def run(args) -> int:
     settings = ScoreSettings(bins=args.bins, bootstrap=args.bootstrap, level=args.level,
                              within_questions=args.within_questions, noise_sims=args.noise_sims,
-                             seed=args.seed)
+                             seed=args.seed, margin=args.margin)
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
     out = None if args.json is None else check_output(args.json, "--json")
     check_mode(args.lmeval_grading)
@@ -136,6 +139,9 @@ def render_table(card: Scorecard) -> str:
             else f"not restored ({est.sa_ppg / max(floor.sa_ppg, 1e-12):.1f}x the noise floor)"
         )
         lines.append(f"  {name}: {verdict}")
+    if card.verdicts:
+        lines += ["", f"restoration verdicts (equivalence test, margin {card.settings.margin}):"]
+        lines += [f"  {v.name}: {v.sentence()}" for v in card.verdicts]
     if card.reruns:
         lines += ["", f"where a rerun on the same questions would read ({boot.level:.0%} "
                       "prediction intervals;", "the two-level CIs above sit higher and are not "

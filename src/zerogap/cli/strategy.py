@@ -6,6 +6,7 @@ import argparse
 
 EXAMPLES = """examples:
   zerogap strategy list
+  zerogap strategy list --markdown
   zerogap strategy show railcap
 """
 
@@ -17,15 +18,27 @@ def register(subparsers) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="names of the registered strategies").set_defaults(func=_list)
+    listing = actions.add_parser("list", help="names of the registered strategies")
+    listing.add_argument("--markdown", action="store_true", help="a Markdown table of every "
+                         "strategy's settings and defaults instead (the README's)")
+    listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="a strategy's settings, defaults and readout")
     show.add_argument("name", help="strategy name (see 'zerogap strategy list')")
     show.set_defaults(func=_show)
 
 
 def _list(args) -> int:
-    from zerogap.strategies import strategy_class, strategy_names
+    from zerogap.strategies import get_strategy, strategy_class, strategy_names
 
+    if args.markdown:
+        from zerogap.config import markdown_table
+
+        entries = []
+        for name in strategy_names():
+            config = get_strategy(name).config  # with the name's preset (railcap-ban: ban)
+            entries.append((name, type(config), config.to_dict()))
+        print(markdown_table("strategy", entries), end="")
+        return 0
     for name in strategy_names():
         print(f"{name:14} {_summary(strategy_class(name))}")
     return 0

@@ -12,6 +12,7 @@ from zerogap.tasks.extract import modes
 
 EXAMPLES = """examples:
   zerogap task list
+  zerogap task list --markdown
   zerogap task show arith --index 0
   zerogap task show gsm8k --path data/gsm8k --index 0 --k 8
   zerogap task grade gsm8k --path data/gsm8k --index 0 --response "The answer is 18."
@@ -31,6 +32,8 @@ def register(subparsers) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="names of the registered tasks and grading modes")
+    listing.add_argument("--markdown", action="store_true",
+                         help="a Markdown table of every task's options instead (the README's)")
     listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="the full prompt and gold answer of one question")
     _add_question_args(show)
@@ -82,6 +85,13 @@ def _task_and_question(args):
 
 
 def _list(args) -> int:
+    if args.markdown:
+        from zerogap.config import markdown_table
+        from zerogap.tasks import task_config_class
+
+        print(markdown_table("task", [(n, task_config_class(n), {}) for n in task_names()]),
+              end="")
+        return 0
     for name in task_names():
         print(name)
     print(f"grading modes: {', '.join(modes())}")

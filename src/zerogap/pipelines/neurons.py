@@ -12,13 +12,20 @@ and read by the shortcut strategy (:mod:`zerogap.decoding.shortcut`).
   of the block (a proposal: the calibration subset replaces all of GSM8K, its size a
   parameter);
 * ranking by ``S + C``, top ``K``.
+
+The causal score costs two greedy passes over the calibration subset per block (about 1,300
+passes for a 7B model with 512-neuron blocks), so :func:`locate_neurons` shows progress
+(questions done, ETA) and keeps every question's result in a :class:`Journal` as it is
+computed: a rerun after an interruption decodes only what is missing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -30,8 +37,11 @@ from zerogap.decoding.shortcut import (
     down_proj_hooks,
     mlp_width,
 )
-from zerogap.errors import UserError
+from zerogap.errors import DataError, UserError
 from zerogap.io.files import atomic_write
+from zerogap.io.jsonlines import read_jsonl
+
+JOURNAL_FORMAT = "zerogap-neurons-journal"
 
 
 def comparative_scores(
@@ -134,6 +144,85 @@ def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> Non
         handle.write(json.dumps(record, indent=1) + "\n")
 
 
+class Journal:
+    """Per-question results of one neuron location, appended to a JSON Lines file as computed.
+
+    The first line records the configuration (``{"format", "config"}``), a ``{"models": ...}``
+    line the models' weight fingerprints once they are loaded, and every other line one
+    question's result in one greedy pass: ``{"pass", "id", "value"}`` (a leaked question's
+    greedy token ids, or a calibration question's 0/1 grade under an unpatched or patched
+    model). Opening an existing journal resumes it: its configuration must equal ``config``
+    (else :class:`UserError` naming the first key that differs), and a last line cut short by
+    a killed process is dropped. ``path=None`` keeps the results in memory only; the file
+    is created with the first record.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, config: dict[str, Any]) -> None:
+        self.path = None if path is None else Path(path)
+        self.config = json.loads(json.dumps(config))  # as it reads back from the file
+        self.results: dict[str, dict[str, Any]] = {}
+        self.models: dict[str, str] | None = None
+        if self.path is not None and self.path.is_file():
+            self._resume()
+
+    def __len__(self) -> int:
+        """Question results recorded, over all passes."""
+        return sum(len(done) for done in self.results.values())
+
+    def _resume(self) -> None:
+        assert self.path is not None
+        data = self.path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]  # a killed writer can leave half a line
+        if not complete:  # killed before its first line was whole: nothing to resume
+            self.path.unlink()
+            return
+        if len(complete) < len(data):
+            with open(self.path, "r+b") as handle:
+                handle.truncate(len(complete))
+        records = iter(read_jsonl(self.path))
+        line, head = next(records, (1, {}))
+        written = head.get("config")
+        if head.get("format") != JOURNAL_FORMAT or not isinstance(written, dict):
+            raise DataError(f"{self.path}:{line}: not a zerogap neurons journal")
+        differ = [k for k in sorted(set(written) | set(self.config))
+                  if written.get(k) != self.config.get(k)]
+        if differ:
+            raise UserError(f"{self.path}: a journal of another configuration (differs in "
+                            f"{differ[0]}); rerun with the same options or remove the file")
+        for line, record in records:
+            if "models" in record:
+                self.models = record["models"]
+            elif {"pass", "id", "value"} <= set(record):
+                self.results.setdefault(record["pass"], {})[record["id"]] = record["value"]
+            else:
+                raise DataError(f"{self.path}:{line}: not a journal record")
+
+    def check_models(self, fingerprints: dict[str, str]) -> None:
+        """Record the loaded models' fingerprints, or refuse models other than the journal's."""
+        if self.models is None:
+            self.models = dict(fingerprints)
+            self._append({"models": self.models})
+            return
+        for role, fingerprint in fingerprints.items():
+            if self.models.get(role) != fingerprint:
+                raise UserError(f"{self.path}: a journal of another {role} model (fingerprint "
+                                f"{self.models.get(role)}, loaded {fingerprint}); remove it "
+                                "to start afresh")
+
+    def record(self, key: str, question_id: str, value: Any) -> None:
+        """Keep one question's result of pass ``key``, on disk before the next one is computed."""
+        self.results.setdefault(key, {})[question_id] = value
+        self._append({"pass": key, "id": question_id, "value": value})
+
+    def _append(self, record: dict) -> None:
+        if self.path is None:
+            return
+        lines = [] if self.path.is_file() else [{"format": JOURNAL_FORMAT, "config": self.config}]
+        # Opened per record: each result is on disk (closed) before the next one is computed.
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in [*lines, record])
+
+
 def locate_neurons(
     base: nn.Module,
     contaminated: nn.Module,
@@ -146,6 +235,7 @@ def locate_neurons(
     block_size: int = 512,
     max_new_tokens: int = 256,
     progress: bool = False,
+    journal: Journal | None = None,
 ) -> tuple[list[Neuron], dict]:
     """Rank every neuron of layers ``0 .. L-2`` by ``S + C`` (Phase A of the method).
 
@@ -159,6 +249,12 @@ def locate_neurons(
         The subset on which greedy accuracy gives the causal score.
     block_size : int
         Neurons per causal block; a model narrower than it is scored one layer per block.
+    progress : bool
+        Show one bar over every greedy decode of a question (leaked items, then calibration
+        items per model and block), with its ETA.
+    journal : Journal, optional
+        Where each question's result is kept as it is computed; results already in it are
+        not decoded again. Default: an in-memory one.
 
     Returns
     -------
@@ -167,35 +263,54 @@ def locate_neurons(
     meta : dict
         Accuracies and sizes, for the saved file's provenance.
     """
+    from tqdm.auto import tqdm
+
     from zerogap.engine import greedy
 
-    _, d_ff = mlp_width(contaminated)
+    journal = journal if journal is not None else Journal(None, {})
+    num_layers, d_ff = mlp_width(contaminated)
     block = min(block_size, d_ff)
-    leak_prompts = [task.prompt(q) for q in leaked]
-    answers = greedy(contaminated, tokenizer, leak_prompts, max_new_tokens=max_new_tokens,
-                     stop=task.stop, progress=progress)
-    items = [(tokenizer(p)["input_ids"], a.token_ids)
-             for p, a in zip(leak_prompts, answers, strict=True)]
-    comparative = comparative_scores(contaminated, uncontaminated, items)
-    cal_prompts = [task.prompt(q) for q in calibration]
-    names = {id(base): "base", id(contaminated): "contaminated"}
-    accuracies: dict[str, float] = {}  # unpatched accuracies, also the meta's record
+    passes = 2 + 2 * (num_layers - 1) * (d_ff // block)  # unpatched, then two per block
+    bar = tqdm(total=len(leaked) + passes * len(calibration), initial=len(journal), unit="q",
+               desc="neuron location", disable=not progress, dynamic_ncols=True, smoothing=0.05)
 
-    def accuracy(model, patch):
-        if patch is None and names[id(model)] in accuracies:
-            return accuracies[names[id(model)]]
-        out = greedy(model, tokenizer, cal_prompts, max_new_tokens=max_new_tokens,
-                     stop=task.stop, patch=patch)
-        grades = [task.grade(q, g.text).correct for q, g in zip(calibration, out, strict=True)]
-        value = sum(grades) / len(grades)
-        if patch is None:
-            accuracies[names[id(model)]] = value
-        return value
+    def results(key: str, model: nn.Module, questions: Sequence, value: Callable,
+                patch: NeuronPatch | None = None) -> list:
+        """Pass ``key``'s result per question, decoding only those the journal lacks."""
+        done = journal.results.get(key, {})
+        todo = [q for q in questions if q.id not in done]
 
-    causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block)
+        def keep(i: int, generation) -> None:
+            journal.record(key, todo[i].id, value(todo[i], generation))
+            bar.update()
+
+        if todo:
+            greedy(model, tokenizer, [task.prompt(q) for q in todo],
+                   max_new_tokens=max_new_tokens, stop=task.stop, patch=patch, on_question=keep)
+        return [journal.results[key][q.id] for q in questions]
+
+    with bar:
+        answers = results("leaked", contaminated, leaked, lambda q, g: list(g.token_ids))
+        items = [(tokenizer(task.prompt(q))["input_ids"], a)
+                 for q, a in zip(leaked, answers, strict=True)]
+        comparative = comparative_scores(contaminated, uncontaminated, items)
+        names = {id(base): "base", id(contaminated): "contaminated"}
+
+        def accuracy(model, patch):
+            key = names[id(model)]
+            if patch is not None:
+                (layer, first), (_, last) = patch.neurons[0], patch.neurons[-1]
+                key += f"+{layer}:{first}-{last}"
+            grades = results(key, model, calibration,
+                             lambda q, g: int(task.grade(q, g.text).correct), patch)
+            return sum(grades) / len(grades)
+
+        causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block)
     ranking = rank_neurons(comparative + causal, comparative.numel())
     meta = {
         "leaked": len(leaked), "calibration": len(calibration), "block_size": block,
-        "max_new_tokens": max_new_tokens, "accuracy": accuracies,
+        "max_new_tokens": max_new_tokens,
+        "accuracy": {name: accuracy(model, None) for model, name in
+                     ((base, "base"), (contaminated, "contaminated"))},
     }
     return ranking, meta

@@ -11,11 +11,12 @@ from zerogap.tasks.base import (
     Task,
     get_task,
     register_task,
+    task_config_class,
     task_from_strings,
     task_names,
     task_option_values,
     task_options,
 )
 
-__all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_from_strings",
-           "task_names", "task_option_values", "task_options"]
+__all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_config_class",
+           "task_from_strings", "task_names", "task_option_values", "task_options"]

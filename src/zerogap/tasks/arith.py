@@ -14,14 +14,15 @@ solve probabilities then spread over [0, 1]; see the README's "Tasks and grading
 
 from __future__ import annotations
 
+import math
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from zerogap.errors import UserError
 from zerogap.tasks.base import register_task
 from zerogap.tasks.prompt import Exemplar
-from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
+from zerogap.tasks.qa import K_HELP, NumericQATask, PromptConfig, Row
 
 NAMES = (
     "Tom", "Mia", "Sam", "Lily", "Ben", "Emma", "Jack", "Zoe", "Omar", "Nina",
@@ -52,9 +53,9 @@ DEFAULT_STEP_WEIGHTS = (0.8, 0.15, 0.05)
 DEFAULT_NUMBER_RANGES = ((2, 10), (5, 20))
 
 
-@dataclass(frozen=True)
-class ArithConfig:
-    """The generated data: seed, split sizes and the difficulty mix.
+@dataclass(frozen=True, kw_only=True)
+class ArithConfig(PromptConfig):
+    """Options of the arith task: the prompt's, the seed, split sizes and the difficulty mix.
 
     Examples
     --------
@@ -63,47 +64,42 @@ class ArithConfig:
     >>> ArithConfig(number_ranges=((5, 2),))
     Traceback (most recent call last):
     ...
-    zerogap.errors.UserError: number_ranges entries must be (low, high) with 2 <= low <= high, ...
+    zerogap.errors.UserError: ArithConfig.number_ranges entries must be [low, high] with ...
     """
 
-    seed: int = field(
-        default=0, metadata={"help": "seed of the items and of the exemplar selection from train"}
-    )
-    n_train: int = field(default=1000, metadata={"help": "items in the train split"})
-    n_test: int = field(default=200, metadata={"help": "items in the test split"})
+    seed: int = field(default=0, metadata={
+        "help": "seed of the items and of the exemplar selection from train"})
+    k: int = field(default=2, metadata=K_HELP)
+    n_train: int = field(default=1000, metadata={"help": "items in the train split", "min": 0})
+    n_test: int = field(default=200, metadata={"help": "items in the test split", "min": 0})
     step_weights: tuple[float, float, float] = field(
         default=DEFAULT_STEP_WEIGHTS,
         metadata={"help": "relative frequency of one-, two- and three-step items"},
     )
     number_ranges: tuple[tuple[int, int], ...] = field(
         default=DEFAULT_NUMBER_RANGES,
-        metadata={"help": "operand ranges; each item draws one uniformly"},
+        metadata={"help": "operand ranges [[low, high], ...]; each item draws one uniformly"},
     )
 
-    def __post_init__(self):
-        for name in ("seed", "n_train", "n_test"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UserError(f"{name} must be an integer >= 0, got {value!r}")
-        weights = tuple(float(w) for w in self.step_weights)
-        if len(weights) != 3 or min(weights) < 0 or sum(weights) <= 0:
-            raise UserError(
-                "step_weights must be three weights >= 0 with a positive sum, "
-                f"got {self.step_weights!r}"
-            )
-        object.__setattr__(self, "step_weights", weights)
-        ranges = tuple(tuple(r) for r in self.number_ranges)
-        if not ranges:
-            raise UserError("number_ranges must hold at least one (low, high) range")
-        for r in ranges:
-            if len(r) != 2 or not all(isinstance(v, int) for v in r) or not 2 <= r[0] <= r[1]:
-                raise UserError(
-                    f"number_ranges entries must be (low, high) with 2 <= low <= high, got {r!r}"
-                )
-        object.__setattr__(self, "number_ranges", ranges)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        where = type(self).__name__
+        weights = self.step_weights
+        if len(weights) != 3 or not all(isinstance(w, int | float) and not isinstance(w, bool)
+                                        and math.isfinite(w) and w >= 0 for w in weights) \
+                or sum(weights) <= 0:
+            raise UserError(f"{where}.step_weights must be three weights >= 0 with a positive "
+                            f"sum, got {list(weights)}")
+        object.__setattr__(self, "step_weights", tuple(float(w) for w in weights))
+        if not self.number_ranges:
+            raise UserError(f"{where}.number_ranges must hold at least one [low, high] range")
+        for r in self.number_ranges:
+            if not isinstance(r, tuple) or len(r) != 2 \
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) \
+                    or not 2 <= r[0] <= r[1]:
+                shown = list(r) if isinstance(r, tuple) else r
+                raise UserError(f"{where}.number_ranges entries must be [low, high] with "
+                                f"2 <= low <= high, got {shown!r}")
 
 
 def _sub_operand(rng: random.Random, x: int, low: int, high: int) -> int:
@@ -196,32 +192,19 @@ class ArithTask(NumericQATask):
     """
 
     name = "arith"
-
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        n_train: int = 1000,
-        n_test: int = 200,
-        step_weights: tuple[float, float, float] = DEFAULT_STEP_WEIGHTS,
-        number_ranges: tuple[tuple[int, int], ...] = DEFAULT_NUMBER_RANGES,
-        k: int = 2,
-        exemplars: str | None = None,
-        mode: str = "anchor",
-    ):
-        super().__init__(PromptConfig(k=k, seed=seed, exemplars=exemplars, mode=mode))
-        self.arith = ArithConfig(seed, n_train, n_test, step_weights, number_ranges)
+    config_class = ArithConfig
+    options: ArithConfig
 
     def _load(self, split: str) -> list[Row]:
-        sizes = {"train": self.arith.n_train, "test": self.arith.n_test}
+        sizes = {"train": self.options.n_train, "test": self.options.n_test}
         if split not in sizes:
             raise UserError(f"arith has splits 'train' and 'test', not {split!r}")
         rows = []
         for index in range(sizes[split]):
             # A string seed is hashed with SHA-512 by random.Random: stable across runs.
-            rng = random.Random(f"arith/{self.arith.seed}/{split}/{index}")
-            n_steps = rng.choices((1, 2, 3), weights=self.arith.step_weights)[0]
-            low, high = rng.choice(self.arith.number_ranges)
+            rng = random.Random(f"arith/{self.options.seed}/{split}/{index}")
+            n_steps = rng.choices((1, 2, 3), weights=self.options.step_weights)[0]
+            low, high = rng.choice(self.options.number_ranges)
             question, solution, _ = make_item(rng, n_steps, low, high)
             rows.append(Row(question, solution, f"arith {split}-{index}"))
         return rows
@@ -235,7 +218,7 @@ class ArithTask(NumericQATask):
         and solves almost nothing; one-step exemplars of different operations give the spread of
         solve probabilities that SA-PPG's strata need. A user's exemplar file still wins.
         """
-        cfg = self.prompt_config
+        cfg = self.options
         if cfg.exemplars is not None:
             return super().exemplars()
         rows = list(self.rows("train"))
@@ -251,6 +234,3 @@ class ArithTask(NumericQATask):
                 )
             chosen.append(row)
         return [Exemplar(r.question, r.answer) for r in chosen]
-
-    def _options(self) -> dict:
-        return self.arith.to_dict()

@@ -71,27 +71,37 @@ task_names = _TASKS.names
 """Names of the registered tasks, sorted."""
 
 
+def task_config_class(name: str) -> Callable[..., Any]:
+    """What declares task ``name``'s options: its factory's ``config_class`` (a config of
+    :mod:`zerogap.config`: typed fields with bounds and help), else the factory itself (its
+    annotated keyword parameters, for tasks registered without a config class)."""
+    factory = _TASKS.get(name)
+    return getattr(factory, "config_class", factory)
+
+
 def get_task(name: str, **options) -> Task:
-    """Build the task registered as ``name`` with ``options`` (keyword arguments of its factory).
+    """Build the task registered as ``name`` with ``options`` (its config's fields).
 
     An unknown name, an option the task does not take or a missing required one raises
-    :class:`~zerogap.errors.UserError` naming it and listing what the task takes.
+    :class:`~zerogap.errors.UserError` naming it and listing what the task takes; the config
+    refuses a bad value the same way, naming the option and what it accepts.
     """
-    factory = _TASKS.get(name)
-    check_names(factory, options, owner=f"task {name}", option="--task-option")
-    return factory(**options)
+    check_names(task_config_class(name), options, owner=f"task {name}", option="--task-option")
+    return _TASKS.get(name)(**options)
 
 
 def task_option_values(name: str, options: Mapping[str, str]) -> dict[str, Any]:
-    """``--task-option`` strings of task ``name`` as typed keyword arguments of its factory."""
-    return from_strings(_TASKS.get(name), options, owner=f"task {name}", option="--task-option")
+    """``--task-option`` strings of task ``name`` as typed keyword arguments (the one
+    :func:`~zerogap.config.from_strings` of ``--set``, over the task's config)."""
+    return from_strings(task_config_class(name), options, owner=f"task {name}",
+                        option="--task-option")
 
 
 def task_from_strings(name: str, options: Mapping[str, str]) -> Task:
-    """Build task ``name`` from ``--task-option`` strings, converted by the factory's types."""
-    return _TASKS.get(name)(**task_option_values(name, options))
+    """Build task ``name`` from ``--task-option`` strings, converted by its config's types."""
+    return get_task(name, **task_option_values(name, options))
 
 
 def task_options(name: str) -> list[str]:
-    """Help lines for the options task ``name`` takes (generated from its factory)."""
-    return describe(_TASKS.get(name))
+    """Help lines for the options task ``name`` takes (generated from its config)."""
+    return describe(task_config_class(name))

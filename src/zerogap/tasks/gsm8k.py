@@ -10,10 +10,12 @@ answers rewritten (calculator annotations removed, ``#### N`` -> "The answer is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from zerogap.errors import DataError, UserError
 from zerogap.tasks.base import register_task
-from zerogap.tasks.jsonl import JsonlSource
-from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
+from zerogap.tasks.jsonl import read_rows
+from zerogap.tasks.qa import NumericQATask, PromptConfig, Row, paths_as_text
 
 HUB_ID, HUB_CONFIG = "openai/gsm8k", "main"
 
@@ -36,34 +38,38 @@ def load_from_hub(split: str) -> list[Row]:
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class GSM8KConfig(PromptConfig):
+    """Options of the gsm8k task: the prompt's, and where the data is."""
+
+    path: str | None = field(default=None, metadata={
+        "help": "folder with train.jsonl and test.jsonl, or the test file alone (none: the "
+                "hub's openai/gsm8k)"})
+
+    def __post_init__(self) -> None:
+        paths_as_text(self, "path")
+        super().__post_init__()
+
+
 @register_task("gsm8k")
 class GSM8KTask(NumericQATask):
     """GSM8K with the paper's k-shot CoT prompt; see the module docstring.
 
     Examples
     --------
-    >>> GSM8KTask(path="data/gsm8k", k=8).config()["k"]
+    >>> GSM8KTask(k=8).config()["k"]
     8
     """
 
     name = "gsm8k"
+    config_class = GSM8KConfig
+    options: GSM8KConfig
 
-    def __init__(
-        self,
-        *,
-        path: str | None = None,
-        k: int = 8,
-        seed: int = 0,
-        exemplars: str | None = None,
-        mode: str = "anchor",
-    ):
-        super().__init__(PromptConfig(k=k, seed=seed, exemplars=exemplars, mode=mode))
-        self.source = None if path is None else JsonlSource(str(path))
+    def _check(self) -> None:
+        if self.options.path is not None:  # the hub is reached on first use, not when built
+            super()._check()
 
     def _load(self, split: str) -> list[Row]:
-        if self.source is None:
+        if self.options.path is None:
             return load_from_hub(split)
-        return self.source.read(split)
-
-    def _options(self) -> dict:
-        return {"path": None if self.source is None else self.source.path}
+        return read_rows(self.options.path, split)

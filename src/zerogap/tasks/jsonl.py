@@ -8,62 +8,67 @@ need the train split (a folder) or an exemplar file.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zerogap.errors import DataError, UserError
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.base import register_task
-from zerogap.tasks.qa import NumericQATask, PromptConfig, Row
+from zerogap.tasks.qa import K_HELP, NumericQATask, PromptConfig, Row, paths_as_text
 
 
-@dataclass(frozen=True)
-class JsonlSource:
-    """Where the rows are and which fields hold the question and the answer."""
+def split_file(path: str, split: str) -> Path:
+    """The file holding ``split`` under ``path`` (a folder, or one file: the test split); errors
+    say what layout is expected."""
+    root = Path(path)
+    if root.is_dir():
+        candidate = root / f"{split}.jsonl"
+        if not candidate.is_file():
+            raise DataError(f"{root}: no {split}.jsonl in this folder")
+        return candidate
+    if not root.is_file():
+        raise DataError(f"{root}: no such file or folder")
+    if split != "test":
+        raise UserError(
+            f"{root} is one file (the test split); for the {split!r} split pass a folder with "
+            f"{split}.jsonl, or give an exemplar file, or use k=0"
+        )
+    return root
+
+
+def read_rows(path: str, split: str, question_field: str = "question",
+              answer_field: str = "answer") -> list[Row]:
+    """The rows of ``split`` under ``path``; errors name the file, the line and the problem."""
+    file = split_file(path, split)
+    rows = []
+    for line_no, record in read_jsonl(file):
+        where = f"{file}:{line_no}"
+        for name in (question_field, answer_field):
+            if name not in record:
+                raise DataError(f"{where}: missing field {name!r}")
+        rows.append(Row(str(record[question_field]).strip(), str(record[answer_field]), where))
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonlConfig(PromptConfig):
+    """Options of the jsonl task: where its rows are and which fields hold question and answer.
+
+    >>> JsonlConfig(path="data.jsonl", answer_field="target").k
+    0
+    """
 
     path: str = field(metadata={"help": "folder with {train,test}.jsonl, or one JSONL file (test)"})
     question_field: str = field(default="question", metadata={"help": "field with the question"})
     answer_field: str = field(default="answer", metadata={"help": "field with the gold answer"})
+    k: int = field(default=0, metadata=K_HELP)
 
-    def __post_init__(self):
-        object.__setattr__(self, "path", str(self.path))
+    def __post_init__(self) -> None:
+        paths_as_text(self, "path")
+        super().__post_init__()
         for name in ("question_field", "answer_field"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise UserError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def split_file(self, split: str) -> Path:
-        """The file holding ``split``; errors say what layout is expected."""
-        root = Path(self.path)
-        if root.is_dir():
-            candidate = root / f"{split}.jsonl"
-            if not candidate.is_file():
-                raise DataError(f"{root}: no {split}.jsonl in this folder")
-            return candidate
-        if not root.is_file():
-            raise DataError(f"{root}: no such file or folder")
-        if split != "test":
-            raise UserError(
-                f"{root} is one file (the test split); for the {split!r} split pass a folder with "
-                f"{split}.jsonl, or give an exemplar file, or use k=0"
-            )
-        return root
-
-    def read(self, split: str) -> list[Row]:
-        """The rows of ``split``; errors name the file, the line and the problem."""
-        path = self.split_file(split)
-        rows = []
-        for line_no, record in read_jsonl(path):
-            where = f"{path}:{line_no}"
-            for name in (self.question_field, self.answer_field):
-                if name not in record:
-                    raise DataError(f"{where}: missing field {name!r}")
-            rows.append(
-                Row(str(record[self.question_field]).strip(), str(record[self.answer_field]), where)
-            )
-        return rows
+            if not getattr(self, name):
+                raise UserError(f"{type(self).__name__}.{name} must be a non-empty string")
 
 
 @register_task("jsonl")
@@ -74,23 +79,9 @@ class JsonlTask(NumericQATask):
     """
 
     name = "jsonl"
-
-    def __init__(
-        self,
-        *,
-        path: str,
-        question_field: str = "question",
-        answer_field: str = "answer",
-        k: int = 0,
-        seed: int = 0,
-        exemplars: str | None = None,
-        mode: str = "anchor",
-    ):
-        super().__init__(PromptConfig(k=k, seed=seed, exemplars=exemplars, mode=mode))
-        self.source = JsonlSource(path, question_field, answer_field)
+    config_class = JsonlConfig
+    options: JsonlConfig
 
     def _load(self, split: str) -> list[Row]:
-        return self.source.read(split)
-
-    def _options(self) -> dict:
-        return self.source.to_dict()
+        o = self.options
+        return read_rows(o.path, split, o.question_field, o.answer_field)

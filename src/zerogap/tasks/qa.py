@@ -6,8 +6,11 @@ into questions with stable ids, builds the k-shot prompt and grades responses.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import dataclass, field
+from typing import Any
 
+from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.tasks.base import Grade, Question
 from zerogap.tasks.extract import check_mode, grade_response, parse_gold
@@ -22,9 +25,21 @@ from zerogap.tasks.prompt import (
 )
 
 
-@dataclass(frozen=True)
-class PromptConfig:
-    """How a task prompts and grades.
+def paths_as_text(config: object, *names: str) -> None:
+    """Store the path-like fields ``names`` of a frozen config as strings (JSON-friendly)."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, os.PathLike):
+            object.__setattr__(config, name, os.fspath(value))
+
+
+K_HELP = {"help": "number of exemplars in the prompt (0 = zero-shot)", "min": 0}
+"""The declaration of ``k``, whose default each task sets."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptConfig(JsonConfig):
+    """How a numeric task prompts and grades; each numeric task's options extend it.
 
     Examples
     --------
@@ -33,29 +48,20 @@ class PromptConfig:
     >>> PromptConfig(k=-1)
     Traceback (most recent call last):
     ...
-    zerogap.errors.UserError: k must be an integer >= 0, got -1
+    zerogap.errors.UserError: PromptConfig.k must be an integer >= 0, got -1
     """
 
-    k: int = field(
-        default=8, metadata={"help": "number of exemplars in the prompt (0 = zero-shot)"}
-    )
+    k: int = field(default=8, metadata=K_HELP)
     seed: int = field(default=0, metadata={"help": "seed of the exemplar selection from train"})
-    exemplars: str | None = field(
-        default=None, metadata={"help": "JSONL file of exemplars; its first k rows replace train's"}
-    )
-    mode: str = field(default="anchor", metadata={"help": "grading mode (see tasks.extract)"})
+    exemplars: str | None = field(default=None, metadata={
+        "help": "JSONL file of exemplars; its first k rows replace train's"})
+    mode: str = field(default="anchor", metadata={
+        "help": "grading mode ('zerogap task list' lists them)"})
 
-    def __post_init__(self):
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
-            raise UserError(f"k must be an integer >= 0, got {self.k!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise UserError(f"seed must be an integer, got {self.seed!r}")
-        if self.exemplars is not None:
-            object.__setattr__(self, "exemplars", str(self.exemplars))
+    def __post_init__(self) -> None:
+        paths_as_text(self, "exemplars")
+        super().__post_init__()
         check_mode(self.mode)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -68,24 +74,33 @@ class Row:
 
 
 class NumericQATask:
-    """Base of the numeric tasks: questions ``"{split}-{row index}"``, CoT prompt, exact grader."""
+    """Base of the numeric tasks: questions ``"{split}-{row index}"``, CoT prompt, exact grader.
+
+    A subclass names its options in ``config_class`` (a :class:`PromptConfig` subclass) and is
+    built from them as keyword arguments, which that class validates. Building a task also
+    builds its k-shot prefix (:meth:`_check`), so options that cannot give a prompt (an
+    exemplar file that is a folder, a train split too small or missing) are refused then,
+    before any model is loaded.
+    """
 
     name = ""
     stop: tuple[str, ...] = STOP
+    config_class: type[PromptConfig] = PromptConfig
 
-    def __init__(self, prompt: PromptConfig):
-        self.prompt_config = prompt
+    def __init__(self, **options: Any) -> None:
+        self.options = self.config_class(**options)
         self._rows: dict[str, list[Row]] = {}
         self._questions: dict[str, list[Question]] = {}
         self._prefix: str | None = None
+        self._check()
+
+    def _check(self) -> None:
+        """Refuse options that cannot give a prompt, by building its prefix."""
+        self.prefix()
 
     def _load(self, split: str) -> list[Row]:
         """The rows of ``split``, in their stable order. Subclasses implement this."""
         raise NotImplementedError
-
-    def _options(self) -> dict:
-        """JSON-serialisable options of the subclass, for :meth:`config`."""
-        return {}
 
     def rows(self, split: str) -> list[Row]:
         if split not in self._rows:
@@ -106,7 +121,7 @@ class NumericQATask:
 
     def exemplars(self) -> list[Exemplar]:
         """The k exemplars of every prompt: the user's file, else the seeded train selection."""
-        cfg = self.prompt_config
+        cfg = self.options
         if cfg.exemplars is not None:
             given = load_exemplars(cfg.exemplars)
             if cfg.k > len(given):
@@ -114,7 +129,12 @@ class NumericQATask:
             return given[: cfg.k]
         if cfg.k == 0:
             return []
-        chosen = select_exemplars(self.rows("train"), cfg.k, cfg.seed)
+        try:
+            train = self.rows("train")
+        except DataError as err:
+            raise DataError(f"{err} (the k={cfg.k} exemplars come from the train split; give "
+                            "exemplars=FILE or k=0)") from None
+        chosen = select_exemplars(train, cfg.k, cfg.seed)
         out = []
         for row in chosen:
             try:
@@ -133,9 +153,8 @@ class NumericQATask:
         return self.prefix() + render_question(question.text)
 
     def grade(self, question: Question, response: str) -> Grade:
-        return grade_response(
-            response, question.answer, mode=self.prompt_config.mode, stop=self.stop
-        )
+        return grade_response(response, question.answer, mode=self.options.mode, stop=self.stop)
 
     def config(self) -> dict:
-        return {"task": self.name, **self._options(), **self.prompt_config.to_dict()}
+        """The task's name and options: ``get_task(**config)`` rebuilds it."""
+        return {"task": self.name, **self.options.to_dict()}
