@@ -55,6 +55,7 @@ def _stage(run_dir: Path) -> str:
         con.close()
 
 
+@pytest.mark.slow  # subprocesses that each load torch and the model
 def test_a_full_disk_at_every_point_resumes_to_the_uninterrupted_run(tiny_dir, tmp_path):
     """The file-size limit ends the run at its lock file (0 bytes), at the first database write
     (the ``-shm`` index needs 32 KiB), and at successive commits; each failure is one line
@@ -83,6 +84,7 @@ def test_a_full_disk_at_every_point_resumes_to_the_uninterrupted_run(tiny_dir, t
     assert _samples(run_dir) == expected
 
 
+@pytest.mark.slow  # subprocesses that each load torch and the model
 def test_ctrl_c_mid_run_exits_130_in_one_line_and_resumes(tiny_dir, tmp_path):
     reference = tmp_path / "reference"
     assert main(_args(tiny_dir, reference)) == 0
