@@ -25,3 +25,8 @@ class DataError(ZerogapError):
 
 class StoreError(ZerogapError):
     """A run directory that cannot be used as asked (foreign file, other run, another writer)."""
+
+
+class ResourceError(ZerogapError):
+    """The machine refused a write (full disk, file-size limit, I/O error, read-only media);
+    the message says what to free or change, and that what was already written is kept."""

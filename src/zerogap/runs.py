@@ -1,6 +1,7 @@
 """Resumable runs: a task's questions through the engine into a run store.
 
-:func:`run_sample` and :func:`run_greedy` record the run's configuration in the store (refusing
+:func:`run_sample` and :func:`run_greedy` validate the whole run (settings, strategy, one built
+prompt within the model's context) before they record its configuration in the store (refusing
 a directory that holds a different run), skip the questions already stored, and write each
 question's graded results in one transaction as soon as it is complete. Killing a run loses at
 most the questions in flight; running the same call again finishes it, and because each
@@ -79,6 +80,31 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
     return hooks, ctx.greedy() if strategy.needs_greedy else None
 
 
+def check_first_prompt(loaded: LoadedModel, task: Task, questions: Sequence[Question],
+                       max_new_tokens: int) -> None:
+    """Build the first question's prompt and check that the model can hold it plus
+    ``max_new_tokens``: task options that fail only when a prompt is built (exemplars, a
+    missing train split) and token limits beyond the model's context are refused here, before
+    a run records its configuration.
+
+    The context is the model config's ``max_position_embeddings`` (positions it was trained
+    on); a backend without an in-process model (vLLM) checks its own at admission.
+    """
+    if not questions:
+        return
+    prompt = task.prompt(questions[0])
+    config = getattr(loaded.model, "config", None)
+    context = None if config is None else getattr(
+        config.get_text_config(decoder=True), "max_position_embeddings", None)
+    if context is None:
+        return
+    n_prompt = len(loaded.tokenizer(prompt)["input_ids"])
+    if n_prompt + max_new_tokens > context:
+        raise UserError(f"max_new_tokens {max_new_tokens}: the prompt of {questions[0].id} "
+                        f"({n_prompt} tokens) plus {max_new_tokens} new tokens exceeds the "
+                        f"model's context of {context} tokens")
+
+
 def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
                  ) -> dict[str, Any]:
     return {
@@ -116,6 +142,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
     chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     spec = spec if spec.stop else replace(spec, stop=task.stop)
+    check_first_prompt(loaded, task, questions, spec.max_new_tokens)
     store.check_config({
         **_base_fields(loaded, backend, task, split), **spec.to_dict(),
         "strategy": strategy, "strategy_config": chosen.config.to_dict(),
@@ -171,6 +198,8 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     chosen = build_strategy(strategy, strategy_options, backend.capabilities)
     if chosen.needs_greedy or not chosen.samples_model:
         raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
+    spec = SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop)
+    check_first_prompt(loaded, task, questions, max_new_tokens)
     store.check_config({
         **_base_fields(loaded, backend, task, split), "greedy_max_new_tokens": max_new_tokens,
         "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
@@ -190,8 +219,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,
                                     grade.correct, g.entropies)])
 
-    backend.greedy([task.prompt(q) for q in todo],
-                   SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
+    backend.greedy([task.prompt(q) for q in todo], spec,
                    entropies=backend.capabilities.entropies, patch=hooks.patch,
                    progress=progress, on_question=write)
     return len(todo)

@@ -24,12 +24,24 @@ absent: a killed run resumes by skipping the questions already stored.
 A store opened for writing holds an exclusive lock on ``run.lock`` (which records the holder's
 pid) until it is closed; the operating system releases it when the process dies, so a killed
 run never blocks its resume, while a second live writer is refused before it writes anything.
-Readers (``create=False``) take no lock: WAL lets them read while a writer works.
+Readers (``create=False``) take no lock and never write: WAL lets them read while a writer
+works, and a cleanly closed store on read-only media opens as SQLite's ``immutable`` database.
+
+Faults. The schema is created in one transaction, and a database without any table (what a
+disk that fills during the very first write leaves) is recognised as empty and rebuilt by the
+next writer, so a run resumes after space is freed whatever write failed. A write the machine
+refuses (disk full, file-size limit, I/O error) is one :class:`~zerogap.errors.ResourceError`
+line saying what to free; the questions already stored are kept. Every open first checks the
+file read-only (:func:`inspect_store`: SQLite's ``quick_check``, the schema, value ranges, each
+question's sample count against ``m``) and refuses a damaged store in one line that says what is
+wrong and that the file was not changed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import json
 import os
 import sqlite3
@@ -38,8 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from zerogap.errors import StoreError, UserError
-from zerogap.io.files import atomic_write
+from zerogap.errors import ResourceError, StoreError, UserError
+from zerogap.io.files import atomic_write, space_hint, write_fault
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -48,9 +60,9 @@ VERSION = 1
 UNCOMPARED_FIELDS = frozenset({"versions"})
 
 _SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE samples (
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS config (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (
     question_id TEXT NOT NULL,
     sample INTEGER NOT NULL,
     text TEXT NOT NULL,
@@ -61,7 +73,7 @@ CREATE TABLE samples (
     stats TEXT NOT NULL,
     PRIMARY KEY (question_id, sample)
 );
-CREATE TABLE greedy (
+CREATE TABLE IF NOT EXISTS greedy (
     question_id TEXT PRIMARY KEY,
     token_ids TEXT NOT NULL,
     text TEXT NOT NULL,
@@ -100,29 +112,130 @@ class GreedyRow:
     entropies: list[float] | None
 
 
-def _check_existing(path: Path) -> None:
-    """Read-only check that ``path`` is a zerogap store; raises StoreError otherwise.
+# SQLite primary result codes (the low byte of ``sqlite_errorcode``).
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 11, 13, 14
+_SQLITE_NOTADB = 26
 
-    Opened with ``mode=ro`` so that a foreign or damaged file is never written to.
-    """
+
+@functools.cache
+def _expected_columns() -> dict[str, list[tuple[str, str]]]:
+    """``{table: [(column, declared type), ...]}`` of the schema this version writes."""
+    con = sqlite3.connect(":memory:")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.executescript(_SCHEMA)
+        return {t: [(c[1], c[2]) for c in con.execute(f"PRAGMA table_info({t})")]
+                for t in ("meta", "config", "samples", "greedy")}
+    finally:
+        con.close()
+
+
+def _readonly(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write and creates no file beside ``path``.
+
+    With no write-ahead log beside it (the last writer closed cleanly) the database file alone
+    holds the run, so it opens ``immutable``: no lock, no ``-shm`` file, so it works on
+    read-only media. Otherwise (a writer is at work, or was killed) ``mode=ro`` reads through the
+    log, which needs its ``-shm`` file.
+    """
+    wal = path.with_name(path.name + "-wal")
+    clean = not wal.exists() or wal.stat().st_size == 0
+    uri = path.absolute().as_uri() + ("?immutable=1" if clean else "?mode=ro")
+    return sqlite3.connect(uri, uri=True, isolation_level=None)
+
+
+def _damage(con: sqlite3.Connection) -> str | None:
+    """What is wrong with the zerogap store behind ``con``, or None when it is whole.
+
+    Linear in the file's size (``PRAGMA quick_check`` reads every page; the other checks scan
+    the samples once in primary-key order).
+    """
+    problem = con.execute("PRAGMA quick_check(1)").fetchone()[0]
+    if problem != "ok":  # SQLite's report spans lines: keep the message on one
+        return f"SQLite finds it corrupt ({' '.join(problem.split())})"
+    for table, columns in _expected_columns().items():
+        found = [(c[1], c[2]) for c in con.execute(f"PRAGMA table_info({table})")]
+        if not found:
+            return f"table {table} is missing"
+        if found != columns:
+            return f"table {table} has columns {', '.join(c for c, _ in found)}, not " + \
+                   ", ".join(c for c, _ in columns)
+    bad = con.execute("SELECT key FROM config WHERE NOT json_valid(value) LIMIT 1").fetchone()
+    if bad:
+        return f"config field {bad[0]} is not JSON"
+    checks = {
+        "samples": "correct NOT IN (0, 1) OR typeof(sample) != 'integer' OR sample < 0 "
+                   "OR typeof(n_tokens) != 'integer' OR n_tokens < 0 OR NOT json_valid(stats)",
+        "greedy": "correct NOT IN (0, 1) OR NOT json_valid(token_ids) "
+                  "OR (entropies IS NOT NULL AND NOT json_valid(entropies))",
+    }
+    for table, condition in checks.items():
+        row = con.execute(f"SELECT question_id FROM {table} WHERE {condition} LIMIT 1").fetchone()
+        if row:
+            return f"a {table} row of question {row[0]!r} holds an impossible value " \
+                   "(correct must be 0 or 1, counts and indices whole and >= 0, JSON valid)"
+    stored_m = con.execute("SELECT value FROM config WHERE key = 'm'").fetchone()
+    if stored_m is not None:
+        m, source = json.loads(stored_m[0]), "the configuration says"
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            return f"the configuration's m is {stored_m[0]}, not a whole number >= 1"
+    else:  # samples written without a run configuration: every question as many as the first
+        first = con.execute("SELECT COUNT(*) FROM samples WHERE question_id = "
+                            "(SELECT question_id FROM samples ORDER BY rowid LIMIT 1)").fetchone()
+        m, source = first[0], "the first question has"
+        if m == 0:
+            return None
+    row = con.execute(
+        "SELECT question_id, COUNT(*), MIN(sample), MAX(sample) FROM samples "
+        "GROUP BY question_id HAVING COUNT(*) != ?1 OR MIN(sample) != 0 OR MAX(sample) != ?1 - 1 "
+        "LIMIT 1", (m,),
+    ).fetchone()
+    if row:
+        return f"question {row[0]!r} has {row[1]} samples (indices {row[2]}..{row[3]}), " \
+               f"but {source} m = {m}"
+    return None
+
+
+def inspect_store(path: str | Path) -> bool:
+    """Check, read-only, that ``path`` is a whole zerogap store; False if it is an empty
+    database (no table at all: a first write that failed), which a writer rebuilds.
+
+    Raises
+    ------
+    StoreError
+        For a file that is not a zerogap store, has another version, or is damaged, in one line
+        that says what is wrong and that the file was not changed.
+    """
+    path = Path(path)
+    unchanged = "the file was not changed"
+    try:
+        con = _readonly(path)
         try:
             query = "SELECT name FROM sqlite_master WHERE type='table'"
             tables = {r[0] for r in con.execute(query)}
-            marker = (
-                dict(con.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
-            )
+            if not tables:
+                return False
+            marker = dict(con.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
+            if marker.get("format") != FORMAT:
+                raise StoreError(f"{path} is an SQLite database but not a zerogap run store")
+            if str(marker.get("version")) != str(VERSION):
+                raise StoreError(f"{path} has run-store version {marker.get('version')}, this "
+                                 f"zerogap reads {VERSION}")
+            problem = _damage(con)
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
-        raise StoreError(f"{path} is not a zerogap run store ({err})") from None
-    if marker.get("format") != FORMAT:
-        raise StoreError(f"{path} is an SQLite database but not a zerogap run store")
-    if int(marker.get("version", -1)) != VERSION:
-        raise StoreError(
-            f"{path} has run-store version {marker.get('version')}, this zerogap reads {VERSION}"
-        )
+        code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+        if code == _SQLITE_NOTADB:
+            raise StoreError(f"{path} is not a zerogap run store ({err})") from None
+        if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY):
+            raise StoreError(
+                f"{path} was not closed cleanly (its write-ahead log remains) and its folder is "
+                "read-only: copy the run directory to writable storage to read it"
+            ) from None
+        raise StoreError(f"{path} is damaged ({err}); {unchanged}") from None
+    if problem is not None:
+        raise StoreError(f"{path} is damaged: {problem}; {unchanged}")
+    return True
 
 
 def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
@@ -132,7 +245,10 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
     probe (``record=False``) leaves the file as it is. Raises :class:`StoreError` naming the
     holder's pid when another process holds the lock.
     """
-    handle = open(run_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
+    try:
+        handle = open(run_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
+    except OSError as err:
+        raise write_fault(run_dir / LOCK_NAME, err, "nothing was written") or err from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -144,25 +260,32 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
             " wait for it to finish or stop it"
         ) from None
     if record:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except OSError as err:
+            with contextlib.suppress(OSError):  # closing retries the failed flush
+                handle.close()
+            raise write_fault(run_dir / LOCK_NAME, err, "the run store was not opened") \
+                or err from None
     return handle
 
 
 def check_store_dir(run_dir: str | Path) -> None:
     """Read-only check that ``run_dir`` can become or resume a run store, before anything loads.
 
-    Refuses (:class:`StoreError`) a path that is a file, a ``run.sqlite`` that is not a zerogap
-    store, and a directory whose writer lock another process holds. Writes nothing (the lock is
-    probed only where its file already exists).
+    Refuses (:class:`StoreError`) a path that is a file, a ``run.sqlite`` that is not a whole
+    zerogap store (an empty one is accepted: the writer rebuilds it), and a directory whose
+    writer lock another process holds. Writes nothing (the lock is probed only where its file
+    already exists).
     """
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise StoreError(f"run directory {run_dir} is a file")
     if (run_dir / DB_NAME).exists():
-        RunStore(run_dir, create=False).close()  # a full open and close leaves no WAL files
+        inspect_store(run_dir / DB_NAME)
     if (run_dir / LOCK_NAME).exists():
         writer_lock(run_dir, record=False).close()
 
@@ -183,41 +306,78 @@ class RunStore:
     def __init__(self, run_dir: str | Path, *, create: bool = True):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / DB_NAME
-        if self.path.exists():
-            _check_existing(self.path)
-            fresh = False
-        elif create:
-            if self.run_dir.exists() and not self.run_dir.is_dir():
-                raise StoreError(f"run directory {self.run_dir} is a file")
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            fresh = True
-        else:
-            raise StoreError(f"no run store at {self.path}")
-        self._lock = writer_lock(self.run_dir) if create else None
-        self._con = sqlite3.connect(self.path, isolation_level=None)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        if fresh:
-            # One script, one transaction: a store is created whole or not at all.
-            self._con.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}"
-                f"INSERT INTO meta VALUES ('format', '{FORMAT}'), ('version', '{VERSION}');COMMIT;"
-            )
+        self._lock: IO[str] | None = None
+        whole = self.path.exists() and inspect_store(self.path)
+        if not create:
+            if not whole:
+                raise StoreError(f"no run store at {self.path}" if not self.path.exists() else
+                                 f"{self.path} holds no run yet (an empty database, as a failed "
+                                 "first write leaves); the command that writes the run rebuilds it")
+            with self._guard():
+                self._con = _readonly(self.path)
+            return
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise StoreError(f"run directory {self.run_dir} is a file")
+        with self._guard():
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise write_fault(self.run_dir, err, "nothing was written") or err from None
+            self._lock = writer_lock(self.run_dir)
+            try:
+                self._con = sqlite3.connect(self.path, isolation_level=None)
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=NORMAL")
+                if not whole:
+                    # One script, one transaction: a store is created whole or not at all. It is
+                    # idempotent, so an empty database left by a failed first write is rebuilt.
+                    self._con.executescript(
+                        f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES "
+                        f"('format', '{FORMAT}'), ('version', '{VERSION}');COMMIT;"
+                    )
+            except BaseException:
+                self.close()
+                raise
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def _transaction(self):
         return _Transaction(self._con)
 
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn the machine refusing a write, and damage found while reading, into one line."""
+        try:
+            yield
+        except sqlite3.OperationalError as err:
+            code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+            if code in (_SQLITE_FULL, _SQLITE_IOERR):
+                raise ResourceError(
+                    f"cannot write {self.path} ({err}); the questions stored before are kept: "
+                    f"{space_hint(self.run_dir)}, then run the same command again to resume"
+                ) from None
+            if code == _SQLITE_READONLY:
+                raise ResourceError(f"cannot write {self.path} ({err}): its folder or file is "
+                                    "read-only; run the command on writable storage") from None
+            if "no such table" in str(err) or "no such column" in str(err):
+                raise StoreError(f"{self.path} is damaged ({err})") from None
+            raise
+        except sqlite3.DatabaseError as err:
+            if getattr(err, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                raise StoreError(f"{self.path} is damaged ({err})") from None
+            raise
+
     def _insert(self, table: str, rows: list[tuple]) -> None:
         """Insert ``rows`` into ``table`` in one transaction (all or none)."""
         if rows:
             marks = ", ".join("?" * len(rows[0]))
-            with self._transaction():
+            with self._guard(), self._transaction():
                 self._con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
 
     def close(self) -> None:
-        self._con.close()
+        if hasattr(self, "_con"):
+            with contextlib.suppress(sqlite3.Error):  # a failed checkpoint keeps the WAL: fine
+                self._con.close()
         if self._lock is not None:
             self._lock.close()  # closing the descriptor releases the lock
             self._lock = None
@@ -232,7 +392,9 @@ class RunStore:
 
     def config(self) -> dict[str, Any]:
         """The stored configuration, field by field."""
-        return {k: json.loads(v) for k, v in self._con.execute("SELECT key, value FROM config")}
+        with self._guard():
+            rows = self._con.execute("SELECT key, value FROM config").fetchall()
+        return {k: json.loads(v) for k, v in rows}
 
     def check_config(self, fields: dict[str, Any]) -> None:
         """Adopt ``fields`` as this run's configuration, or refuse if a stored field differs.
@@ -256,14 +418,15 @@ class RunStore:
             )
         new = [(k, json.dumps(v)) for k, v in fields.items() if k not in stored]
         if new:
-            with self._transaction():
+            with self._guard(), self._transaction():
                 self._con.executemany("INSERT INTO config VALUES (?, ?)", new)
 
     # -- samples --------------------------------------------------------------------------------
 
     def completed_questions(self) -> set[str]:
         """Ids of the questions whose samples are stored (all of them, by construction)."""
-        return {r[0] for r in self._con.execute("SELECT DISTINCT question_id FROM samples")}
+        with self._guard():
+            return {r[0] for r in self._con.execute("SELECT DISTINCT question_id FROM samples")}
 
     def add_samples(self, rows: Iterable[SampleRow]) -> None:
         """Write a batch of samples (whole questions) in one transaction."""
@@ -283,13 +446,15 @@ class RunStore:
               ON o.question_id = s.question_id
             ORDER BY o.first, s.sample
         """
-        for q, i, text, n, finish, extracted, correct, stats in self._con.execute(query):
-            yield SampleRow(q, i, text, n, finish, extracted, bool(correct), json.loads(stats))
+        with self._guard():
+            for q, i, text, n, finish, extracted, correct, stats in self._con.execute(query):
+                yield SampleRow(q, i, text, n, finish, extracted, bool(correct), json.loads(stats))
 
     # -- greedy ---------------------------------------------------------------------------------
 
     def completed_greedy(self) -> set[str]:
-        return {r[0] for r in self._con.execute("SELECT question_id FROM greedy")}
+        with self._guard():
+            return {r[0] for r in self._con.execute("SELECT question_id FROM greedy")}
 
     def add_greedy(self, rows: Iterable[GreedyRow]) -> None:
         """Write a batch of greedy decodes in one transaction."""
@@ -302,9 +467,9 @@ class RunStore:
     def greedy(self) -> dict[str, GreedyRow]:
         """Greedy decodes by question id, in stored order."""
         out = {}
-        for q, ids, text, finish, extracted, correct, ent in self._con.execute(
-            "SELECT * FROM greedy ORDER BY rowid"
-        ):
+        with self._guard():
+            rows = self._con.execute("SELECT * FROM greedy ORDER BY rowid").fetchall()
+        for q, ids, text, finish, extracted, correct, ent in rows:
             out[q] = GreedyRow(
                 q, json.loads(ids), text, finish, extracted, bool(correct),
                 None if ent is None else json.loads(ent),
@@ -368,4 +533,10 @@ class _Transaction:
         self._con.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, *exc):
-        self._con.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            self._con.execute("COMMIT")
+            return
+        # After a full disk or an I/O error SQLite may have rolled back already; the original
+        # error is the one to report.
+        with contextlib.suppress(sqlite3.Error):
+            self._con.execute("ROLLBACK")

@@ -155,7 +155,8 @@ def _spec(args, stop):
 
 def _prepare(args):
     """Settings, task, questions, stores and model, in the order that touches nothing on bad
-    input: every check runs before the model is loaded and before a store is created."""
+    input: every check runs before the model is loaded (one prompt is built) and before a store
+    is created (the token limit against the loaded model's context)."""
     from zerogap.config import parse_pairs
     from zerogap.store import check_store_dir
     from zerogap.tasks import task_from_strings
@@ -169,6 +170,7 @@ def _prepare(args):
         questions = questions[: args.limit]
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
+    task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
     greedy_dir = getattr(args, "greedy_dir", None)
     if greedy_dir is not None and greedy_dir.resolve() == args.run_dir.resolve():
         greedy_dir = None  # one store, one writer
@@ -182,6 +184,9 @@ def _prepare(args):
 
         hf_logging.disable_progress_bar()
     loaded, backend = _load(args)
+    from zerogap.runs import check_first_prompt
+
+    check_first_prompt(loaded, task, questions, spec.max_new_tokens)  # before a store exists
     store = RunStore(args.run_dir)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)

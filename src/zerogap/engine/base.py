@@ -12,7 +12,7 @@ True
 >>> SamplingSpec(m=0)
 Traceback (most recent call last):
 ...
-zerogap.errors.UserError: SamplingSpec.m must be an integer >= 1, got 0
+zerogap.errors.UserError: SamplingSpec.m must be an integer >= 1 and <= 65536, got 0
 """
 
 from __future__ import annotations
@@ -28,11 +28,15 @@ from zerogap.config import JsonConfig
 class SamplingSpec(JsonConfig):
     """What a run draws; every field is part of the run's identity in its store."""
 
-    m: int = field(default=50, metadata={"help": "samples per question", "min": 1})
+    # Upper bounds refuse sizes no run can hold before anything is allocated or recorded: m up
+    # to 2^16 (vLLM's per-question seed range, engine/vllm.py), responses up to 2^20 tokens
+    # (beyond any model's context; the model's own context is checked once it is loaded).
+    m: int = field(default=50, metadata={"help": "samples per question", "min": 1,
+                                         "max": 1 << 16})
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau",
                                                       "gt": 0})
     max_new_tokens: int = field(default=256, metadata={"help": "token limit per response",
-                                                       "min": 1})
+                                                       "min": 1, "max": 1 << 20})
     seed: int = field(default=0, metadata={"help": "seed of every sample's noise", "min": 0})
     top_k: int | None = field(default=None, metadata={"help": "keep the k most likely tokens",
                                                       "min": 1})

@@ -1,21 +1,36 @@
 """Reading users' files and writing results: one-line errors, and writes that are all or nothing.
 
-Every file zerogap writes goes through :func:`atomic_write`: the content lands in a temporary
-file beside the destination and is renamed into place only when complete, so an interrupted or
-failed write never leaves a truncated file where a good one was, nor a stray temporary file.
+Every file zerogap writes goes through :func:`atomic_write`: the content lands in a new file
+beside the destination, is flushed to disk, and is renamed into place only when complete, so an
+interrupted or failed write (an exception, Ctrl-C, SIGKILL, a full disk) never leaves a truncated
+file or a mix of old and new content where a good one was. On Linux the new file has no name
+until it is complete (``O_TMPFILE``), so even a killed process leaves no temporary file behind;
+elsewhere a failed write removes its ``.tmp`` file and only SIGKILL can leave one.
+
+A write the machine refuses (full disk, file-size limit, I/O error, read-only media, no
+permission) becomes one :class:`~zerogap.errors.ResourceError` line that names the file, says
+that the old content is kept, and what to free (:func:`write_fault`).
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
+import resource
+import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from zerogap.errors import DataError, UserError
+from zerogap.errors import DataError, ResourceError, UserError
+
+# errno values that mean "the machine refused the write", not "zerogap has a bug".
+_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_FAULTS = _SPACE | {errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def read_text(path: str | os.PathLike) -> str:
@@ -64,9 +79,71 @@ def check_output(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
+def space_hint(folder: str | os.PathLike) -> str:
+    """What to free after a refused write: space on ``folder``'s disk (with what is free now),
+    and the process's file-size limit when one is set (``ulimit -f``, which fails writes the
+    same way)."""
+    hint = f"free space on the disk holding {folder}"
+    with contextlib.suppress(OSError):
+        hint += f" ({shutil.disk_usage(folder).free / 2**20:,.0f} MiB free now)"
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        hint += f" or raise the file-size limit (ulimit -f; now {soft:,} bytes)"
+    return hint
+
+
+def write_fault(path: str | os.PathLike, err: OSError, kept: str) -> ResourceError | None:
+    """``err`` from writing ``path`` as one :class:`ResourceError` line, or None for an OSError
+    that is not the machine refusing the write (a bug: the caller re-raises it).
+
+    ``kept`` says what survives (e.g. "the old file is unchanged").
+
+    >>> import errno
+    >>> str(write_fault("out/a.jsonl", OSError(errno.EROFS, "Read-only file system"), "x kept"))
+    'cannot write out/a.jsonl: Read-only file system; x kept; write to writable storage instead'
+    """
+    if err.errno not in _FAULTS:
+        return None
+    if err.errno in _SPACE or err.errno == errno.EIO:
+        remedy = space_hint(Path(path).parent)
+    elif err.errno == errno.EROFS:
+        remedy = "write to writable storage instead"
+    else:
+        remedy = "check the permissions of the file and its folder"
+    return ResourceError(f"cannot write {path}: {err.strerror}; {kept}; {remedy}")
+
+
+def _new_file(folder: Path) -> tuple[int, Path | None]:
+    """A new file in ``folder`` for writing: ``(descriptor, None)`` for an unnamed one (Linux
+    ``O_TMPFILE``: nothing remains if the process dies), else ``(descriptor, its .tmp name)``."""
+    if hasattr(os, "O_TMPFILE"):
+        try:
+            return os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644), None
+        except OSError as err:  # a file system without O_TMPFILE support
+            if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, tmp = tempfile.mkstemp(prefix=".zerogap-", suffix=".tmp", dir=folder)
+    os.chmod(tmp, 0o644)  # mkstemp creates it private; results are ordinary files
+    return fd, Path(tmp)
+
+
+def _name(fd: int, name: Path) -> None:
+    """Link the unnamed file open as ``fd`` to ``name`` (``linkat`` following ``/proc``'s link;
+    Python calls plain ``link``, which does not follow it, unless given a directory descriptor).
+    """
+    folder = os.open(name.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fd}", name.name, dst_dir_fd=folder, follow_symlinks=True)
+    finally:
+        os.close(folder)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, *, binary: bool = False) -> Iterator[IO]:
-    """Open a temporary file beside ``path``; on success rename it onto ``path``, else remove it.
+    """Write ``path`` all or nothing: a new file beside it is filled, flushed to disk and
+    renamed onto ``path`` on success; on any failure ``path`` keeps its old content.
+
+    A refused write raises :class:`ResourceError` (see :func:`write_fault`).
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
@@ -76,14 +153,24 @@ def atomic_write(path: str | os.PathLike, *, binary: bool = False) -> Iterator[I
     ('done\\n', ['x.txt'])
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp: Path | None = None
     try:
+        fd, tmp = _new_file(path.parent)
         handle = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
         with handle:
             yield handle
-        os.chmod(tmp, 0o644)  # mkstemp creates it private; results are ordinary files
+            handle.flush()
+            os.fsync(handle.fileno())  # the content is on disk before a name points at it
+            if tmp is None:  # give the unnamed file a name, then rename it over ``path``
+                tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+                _name(handle.fileno(), tmp)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as err:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        fault = write_fault(path, err, f"{path.name} was left as it was") \
+            if isinstance(err, OSError) else None
+        if fault is not None:
+            raise fault from None
         raise
