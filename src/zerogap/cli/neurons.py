@@ -64,9 +64,12 @@ def _neurons(args) -> int:
     if not calibration:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
-    from zerogap.models import load_model
+    from zerogap.models import check_device, check_model_spec, load_model
     from zerogap.pipelines.neurons import locate_neurons, save_neurons
 
+    check_device(args.device)
+    for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
+        check_model_spec(getattr(args, role))
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     ranking, meta = locate_neurons(
