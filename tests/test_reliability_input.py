@@ -158,103 +158,76 @@ def test_vllm_is_never_asked_to_trust_remote_code():
 
 # -- defects 7 and 8: broken model folders and model specs ---------------------------------------
 
-def _junk_config(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(tiny_folder, tmp_path / "junk")
-    (folder / "config.json").write_text("model_type = llama\n")
-    return folder, f"{folder / 'config.json'}: not valid JSON"
+# (case, folder copied, files changed, their new content: text, JSON fields to set, or None to
+# delete them, and the message; {folder} and {file} stand for the copy and its first file)
+EDITED = [
+    ("junk-config", "tiny", ["config.json"], "model_type = llama\n",
+     "{file}: not valid JSON"),
+    ("unknown-architecture", "tiny", ["config.json"], {"model_type": "no-such-architecture"},
+     "'no-such-architecture' is not an architecture transformers knows"),
+    ("no-tokenizer", "tiny", ["tokenizer.json", "tokenizer_config.json"], None,
+     "{folder}: no tokenizer"),
+    ("no-weights", "tiny", ["model.safetensors"], None, "{folder}: no weights (model.safetensors)"),
+    ("adapter-of-itself", "adapter", ["adapter_config.json"], {"base_model_name_or_path": "."},
+     "adapters naming each other or themselves"),
+    ("adapter-config-list", "adapter", ["adapter_config.json"], "[1, 2]",
+     "{file}: expected a JSON object"),
+    ("adapter-without-weights", "adapter", ["adapter_model.safetensors"], None,
+     "{folder}: no weights (adapter_model.safetensors)"),
+]
 
 
-def _unknown_architecture(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(tiny_folder, tmp_path / "unknown")
-    _edit_json(folder / "config.json", model_type="no-such-architecture")
-    return folder, "'no-such-architecture' is not an architecture transformers knows"
-
-
-def _no_tokenizer(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(tiny_folder, tmp_path / "no-tokenizer")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        (folder / name).unlink()
-    return folder, f"{folder}: no tokenizer"
-
-
-def _no_weights(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(tiny_folder, tmp_path / "no-weights")
-    (folder / "model.safetensors").unlink()
-    return folder, f"{folder}: no weights (model.safetensors)"
-
-
-def _truncated_gguf_header(tmp_path, tiny_folder, adapter_folder):
-    path = tmp_path / "cut.gguf"
-    with open(embedded_gguf(), "rb") as f:
-        path.write_bytes(f.read(4096))  # inside the metadata (the tokenizer's vocabulary)
-    return path, f"model file {path}: not a readable GGUF file"
-
-
-def _truncated_gguf_tensors(tmp_path, tiny_folder, adapter_folder):
-    path = tmp_path / "half.gguf"
-    data = embedded_gguf().read_bytes()
-    path.write_bytes(data[: len(data) // 2])  # metadata whole, tensor data cut
-    return path, f"model file {path}: not a readable GGUF file"
-
-
-def _adapter_of_itself(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(adapter_folder, tmp_path / "selfish")
-    _edit_json(folder / "adapter_config.json", base_model_name_or_path=".")
-    return folder, "adapters naming each other or themselves"
-
-
-def _adapters_naming_each_other(tmp_path, tiny_folder, adapter_folder):
-    a, b = _copy(adapter_folder, tmp_path / "a"), _copy(adapter_folder, tmp_path / "b")
-    _edit_json(a / "adapter_config.json", base_model_name_or_path=str(b))
-    _edit_json(b / "adapter_config.json", base_model_name_or_path="../a")
-    return a, "adapters naming each other or themselves"
-
-
-def _adapter_config_list(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(adapter_folder, tmp_path / "listed")
-    (folder / "adapter_config.json").write_text("[1, 2]")
-    return folder, f"{folder / 'adapter_config.json'}: expected a JSON object"
-
-
-def _adapter_without_weights(tmp_path, tiny_folder, adapter_folder):
-    folder = _copy(adapter_folder, tmp_path / "weightless")
-    (folder / "adapter_model.safetensors").unlink()
-    return folder, f"{folder}: no weights (adapter_model.safetensors)"
-
-
-def _dev_null(tmp_path, tiny_folder, adapter_folder):
-    return "/dev/null", "model /dev/null is neither a file nor a folder"
-
-
-def _empty_folder(tmp_path, tiny_folder, adapter_folder):
-    (tmp_path / "empty").mkdir()
-    return tmp_path / "empty", f"model folder {tmp_path / 'empty'} is empty"
-
-
-def _empty_spec(tmp_path, tiny_folder, adapter_folder):
-    return "", "the model spec is empty"
-
-
-def _not_a_gguf(tmp_path, tiny_folder, adapter_folder):
-    path = tmp_path / "weights.txt"
-    path.write_text("hello")
-    return path, "is not a .gguf file"
-
-
-BROKEN = [_junk_config, _unknown_architecture, _no_tokenizer, _no_weights,
-          _truncated_gguf_header, _truncated_gguf_tensors, _adapter_of_itself,
-          _adapters_naming_each_other, _adapter_config_list, _adapter_without_weights,
-          _dev_null, _empty_folder, _empty_spec, _not_a_gguf]
-
-
-@pytest.mark.parametrize("make", BROKEN, ids=[f.__name__.strip("_") for f in BROKEN])
-def test_a_broken_model_is_one_line_and_writes_nothing(make, tmp_path, tiny_folder,
-                                                       adapter_folder, capsys):
-    spec, message = make(tmp_path, tiny_folder, adapter_folder)
+def refused_writing_nothing(capsys, tmp_path, spec, message):
+    """``zerogap sample --model spec`` is refused with ``message``; no run dir, no cache."""
     run_dir = tmp_path / "run"
     refused(capsys, sample_args(spec, run_dir), message)
     assert not run_dir.exists()
     assert not (tmp_path / "cache").exists()  # no half conversion left in the cache
+
+
+@pytest.mark.parametrize("case, source, names, content, message", EDITED,
+                         ids=[case[0] for case in EDITED])
+def test_a_broken_model_folder_is_one_line_and_writes_nothing(
+        case, source, names, content, message, tmp_path, tiny_folder, adapter_folder, capsys):
+    folder = _copy(tiny_folder if source == "tiny" else adapter_folder, tmp_path / case)
+    for name in names:
+        if content is None:
+            (folder / name).unlink()
+        elif isinstance(content, dict):
+            _edit_json(folder / name, **content)
+        else:
+            (folder / name).write_text(content)
+    refused_writing_nothing(capsys, tmp_path, folder,
+                            message.format(folder=folder, file=folder / names[0]))
+
+
+def test_adapters_naming_each_other_are_one_line(tmp_path, adapter_folder, capsys):
+    a, b = _copy(adapter_folder, tmp_path / "a"), _copy(adapter_folder, tmp_path / "b")
+    _edit_json(a / "adapter_config.json", base_model_name_or_path=str(b))
+    _edit_json(b / "adapter_config.json", base_model_name_or_path="../a")
+    refused_writing_nothing(capsys, tmp_path, a, "adapters naming each other or themselves")
+
+
+@pytest.mark.parametrize("keep", [4096, 0.5], ids=["in-the-metadata", "in-the-tensors"])
+def test_a_truncated_gguf_is_one_line_and_leaves_no_cache(tmp_path, capsys, keep):
+    data = embedded_gguf().read_bytes()
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(data[: keep if isinstance(keep, int) else int(len(data) * keep)])
+    refused_writing_nothing(capsys, tmp_path, path,
+                            f"model file {path}: not a readable GGUF file, truncated or damaged")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("/dev/null", "model /dev/null is neither a file nor a folder"),
+    ("", "the model spec is empty"),
+    ("{tmp}/empty", "model folder {tmp}/empty is empty"),
+    ("{tmp}/weights.txt", "model file {tmp}/weights.txt is not a .gguf file"),
+])
+def test_a_spec_that_is_no_model_is_one_line(tmp_path, capsys, spec, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "weights.txt").write_text("hello")
+    refused_writing_nothing(capsys, tmp_path, spec.format(tmp=tmp_path),
+                            message.format(tmp=tmp_path))
 
 
 def test_a_mistyped_local_path_is_not_sent_to_the_hub(tmp_path, capsys, monkeypatch):

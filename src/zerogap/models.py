@@ -403,12 +403,11 @@ def check_device(device: str | None) -> str:
                         ) from None
     if parsed.type == "cpu":
         return device
-    backend = getattr(torch, parsed.type, None)  # torch.cuda, torch.xpu, torch.mps, ...
+    backend: Any = getattr(torch, parsed.type, None)  # torch.cuda, torch.xpu, torch.mps, ...
     if not (hasattr(backend, "is_available") and backend.is_available()):
         raise UserError(f"--device {device}: no {parsed.type} device is available here")
-    if parsed.index is not None and parsed.index >= backend.device_count():
-        raise UserError(f"--device {device}: this machine has {backend.device_count()} "
-                        f"{parsed.type} device(s)")
+    if parsed.index is not None and parsed.index >= (count := backend.device_count()):
+        raise UserError(f"--device {device}: this machine has {count} {parsed.type} device(s)")
     return device
 
 
