@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 DEFAULT_BINS = 50
+# The most strata SA-PPG takes. Strata of width 1e-4 already put every two solve probabilities
+# c/m with a common m <= 10,000 in different strata, so finer ones change nothing for such runs,
+# while the bootstrap's per-stratum arrays grow with B (a billion strata is gigabytes).
+MAX_BINS = 10_000
 
 # r * B is rounded to this many decimals before flooring, so that c/m values that sit exactly on
 # a stratum boundary (0.58 * 50 = 28.999999999999996 in floats) land in the right stratum.
@@ -145,7 +149,7 @@ def strata(r_clean, *, bins: int = DEFAULT_BINS) -> np.ndarray:
     r_clean : array-like of float, shape (n_questions,)
         The clean model's solve probabilities.
     bins : int, default=50
-        Number of equal-width strata ``B`` on [0, 1].
+        Number of equal-width strata ``B`` on [0, 1], at most :data:`MAX_BINS`.
 
     Returns
     -------
@@ -156,8 +160,8 @@ def strata(r_clean, *, bins: int = DEFAULT_BINS) -> np.ndarray:
     >>> strata([0.0, 0.5, 0.99, 1.0], bins=2)
     array([0, 1, 1, 1])
     """
-    if not isinstance(bins, int | np.integer) or bins < 1:
-        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    if not isinstance(bins, int | np.integer) or not 1 <= bins <= MAX_BINS:
+        raise ValueError(f"bins must be an integer from 1 to {MAX_BINS}, got {bins!r}")
     r = _as_vector(r_clean, "r_clean")
     _check_probabilities(r, "r_clean")
     index = np.floor(np.round(r * bins, _BOUNDARY_DECIMALS)).astype(np.int64)

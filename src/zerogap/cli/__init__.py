@@ -57,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    r"""``text`` with its control characters escaped, so an error quoting a user's file (a
+    field name holding a newline, a terminal escape) still prints as one line.
+
+    >>> print(one_line("field a\nb unknown\x1b[2J"))
+    field a\nb unknown\x1b[2J
+    """
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -66,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except ZerogapError as err:
         if args.traceback:
             traceback.print_exc()
-        print(f"zerogap {args.command}: error: {err}", file=sys.stderr)
+        print(f"zerogap {args.command}: error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (``zerogap runs show DIR | head``): stop quietly, as Unix tools do,

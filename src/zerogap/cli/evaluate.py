@@ -185,9 +185,11 @@ def _check_out(out: Path) -> None:
 def _run_study(study, out: Path, args, commands=()) -> int:
     from zerogap.analysis.evaluate import evaluate, prepare
     from zerogap.analysis.report import summary_table
+    from zerogap.models import check_device
 
     _check_out(out)
     prepare(study)  # every setting checked before a model loads or a file is written
+    check_device(args.device)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display

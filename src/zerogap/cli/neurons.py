@@ -67,9 +67,12 @@ def _neurons(args) -> int:
     if not calibration:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
-    from zerogap.models import load_model
+    from zerogap.models import check_device, check_model_spec, load_model
     from zerogap.pipelines.neurons import Journal, locate_neurons, save_neurons
 
+    check_device(args.device)
+    for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
+        check_model_spec(getattr(args, role))
     setup = {"task": task.name, "task_config": task.config(), "split": args.split,
              "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]}
     journal_path = args.out.with_name(args.out.name + ".journal.jsonl")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from zerogap.errors import UserError
+from zerogap.io.files import read_text
 
 EXAMPLES = """examples:
   zerogap paraphrase --task arith --ids runs/laptop/split.json --backend local --model embedded \\
@@ -59,15 +60,15 @@ def register(subparsers) -> None:
 
 def read_ids(path: Path) -> list[str]:
     """Question ids from a ``split.json`` (its ``leaked`` list) or a file of ids, one a line."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     if path.suffix == ".json":
         try:
             ids = json.loads(text)["leaked"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
             raise UserError(f"{path}: expected a split.json with a 'leaked' list") from None
     else:
         ids = [line.strip() for line in text.splitlines() if line.strip()]
-    if not ids or not all(isinstance(q, str) for q in ids):
+    if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
         raise UserError(f"{path}: no question ids")
     return ids
 

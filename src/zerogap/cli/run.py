@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     _add_common(p)
     p.add_argument("-m", type=int, default=50, help="samples per question")
     p.add_argument("-T", "--temperature", type=float, default=0.7,
-                   help="sampling temperature tau (default 0.7, the paper's)")
+                   help="sampling temperature tau, 0.01 to 10 (default 0.7, the paper's)")
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --run-dir)")
@@ -144,12 +144,16 @@ def _load(args):
 
 
 def _spec(args, stop):
-    from zerogap.engine.base import SamplingSpec
+    from zerogap.engine.base import WARN_TEMPERATURE, SamplingSpec
 
     if args.command == "sample":
-        return SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
+        spec = SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
                             max_new_tokens=args.max_new_tokens, top_k=args.top_k,
                             top_p=args.top_p, stop=stop)
+        if spec.temperature > WARN_TEMPERATURE:
+            print(f"zerogap sample: warning: -T {spec.temperature:g} is far above the paper's "
+                  "0.7; responses at this temperature are close to random text", file=sys.stderr)
+        return spec
     return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, stop=stop)
 
 

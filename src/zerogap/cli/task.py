@@ -100,12 +100,13 @@ def _list(args) -> int:
 
 def _show(args) -> int:
     task, question = _task_and_question(args)
+    prompt = task.prompt(question)  # an unusable exemplar file fails before anything is printed
     print(f"# task {task.name}, question {question.id}, gold answer {question.answer}")
     print(f"# config {json.dumps(task.config())}")
     print("# options (--task-option KEY=VALUE with zerogap sample):")
     for line in task_options(args.name):
         print(f"#   {line}")
-    print(task.prompt(question))
+    print(prompt)
     return 0
 
 

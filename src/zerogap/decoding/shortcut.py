@@ -118,13 +118,13 @@ def load_neurons(path: str | Path) -> tuple[list[Neuron], dict]:
     """Read a list written by :func:`save_neurons`; ``ValueError`` naming the file if malformed."""
     try:
         record = json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not a JSON neuron list ({err})") from None
+    except (ValueError, RecursionError) as err:  # not JSON, too deep, or past the digit limit
+        raise DataError(f"{path}: not a JSON neuron list ({str(err).split(';')[0]})") from None
     if not isinstance(record, dict) or record.get("format") != NEURONS_FORMAT:
         raise DataError(f"{path}: not a zerogap shortcut-neuron list")
     neurons = record.get("neurons")
     if not isinstance(neurons, list) or not all(
-        isinstance(n, list) and len(n) == 2 and all(isinstance(v, int) and v >= 0 for v in n)
+        isinstance(n, list) and len(n) == 2 and all(type(v) is int and v >= 0 for v in n)
         for n in neurons
     ):
         raise DataError(f"{path}: 'neurons' must be a list of [layer, index] pairs")

@@ -13,6 +13,10 @@ True
 Traceback (most recent call last):
 ...
 zerogap.errors.UserError: SamplingSpec.m must be an integer >= 1 and <= 65536, got 0
+>>> SamplingSpec(temperature=float("inf"))
+Traceback (most recent call last):
+...
+zerogap.errors.UserError: SamplingSpec.temperature must be a number >= 0.01 and <= 10.0, got inf
 """
 
 from __future__ import annotations
@@ -22,6 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from zerogap.config import JsonConfig
+
+# The temperatures a run accepts. Below 0.01 a logit gap of 0.1 already means odds of e^10, so
+# sampling is practically greedy decoding (``zerogap greedy`` does that), and near float32's
+# smallest numbers logits / T overflow to inf and every draw is garbage; above 10 the
+# next-token distribution is close to uniform, so responses are random text. Neither end says
+# anything about a model; the paper samples at 0.7 (arXiv 2608.07341, §5.1).
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 10.0
+# Above this, a run is legal but almost surely a typo: the command line warns.
+WARN_TEMPERATURE = 2.0
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,8 @@ class SamplingSpec(JsonConfig):
     m: int = field(default=50, metadata={"help": "samples per question", "min": 1,
                                          "max": 1 << 16})
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau",
-                                                      "gt": 0})
+                                                      "min": MIN_TEMPERATURE,
+                                                      "max": MAX_TEMPERATURE})
     max_new_tokens: int = field(default=256, metadata={"help": "token limit per response",
                                                        "min": 1, "max": 1 << 20})
     seed: int = field(default=0, metadata={"help": "seed of every sample's noise", "min": 0})

@@ -98,15 +98,19 @@ class VLLMBackend:
         dtype : str
             As for ``vllm.LLM`` (``"auto"``, ``"float32"``, ``"bfloat16"``).
         engine_args
-            Passed on to ``vllm.LLM`` (for example ``max_model_len``).
+            Passed on to ``vllm.LLM`` (for example ``max_model_len``); ``trust_remote_code`` is
+            refused: zerogap never runs a model folder's own code.
         """
+        if "trust_remote_code" in engine_args:
+            raise UserError("--vllm-option trust_remote_code: zerogap never runs a model "
+                            "folder's own code")
         # The logits processors implement vLLM's V1 interface; Model Runner V2 rejects it.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         from vllm import LLM
 
         return cls(LLM(model=model, tensor_parallel_size=tensor_parallel_size,
                        pipeline_parallel_size=pipeline_parallel_size, dtype=dtype,
-                       enable_prefix_caching=True, **engine_args))
+                       enable_prefix_caching=True, trust_remote_code=False, **engine_args))
 
     def _params(self, spec: SamplingSpec, *, n: int, temperature: float, seed: int | None,
                 extra_args: dict | None):

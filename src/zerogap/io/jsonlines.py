@@ -36,8 +36,9 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
 
 def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     """The JSON object a file holds; :class:`DataError` naming the file (``what`` names the kind
-    of file in the not-found message, e.g. ``"split file"``)."""
-    if not os.path.isfile(path):
+    of file in the not-found message, e.g. ``"split file"``; a folder or bytes that are not
+    UTF-8 are reported by :func:`zerogap.io.files.read_text`)."""
+    if not os.path.exists(path):
         raise DataError(f"{path}: no such {what}")
     try:
         data = json.loads(read_text(path))
@@ -45,6 +46,8 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
         raise DataError(f"{path}: not valid JSON ({err})") from None
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply") from None
+    except ValueError as err:  # an integer literal past Python's digit limit
+        raise DataError(f"{path}: unreadable JSON value ({str(err).split(';')[0]})") from None
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object")
     return data

@@ -48,7 +48,7 @@ from typing import Any, Literal
 from zerogap.config import JsonConfig
 from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.jsonlines import read_jsonl
-from zerogap.models import EMBEDDED
+from zerogap.models import EMBEDDED, check_model_spec
 from zerogap.tasks.base import Question
 from zerogap.tasks.prompt import cot_solution
 
@@ -608,6 +608,7 @@ def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> d
     out = Path(out)
     manifest = check_existing(config, out)
     prepared = plan(config)
+    check_model_spec(config.model)  # a broken base is one line before split.json is written
     if manifest is None:
         manifest = {"format": FORMAT, "base": None, "stages": {}}
     manifest.update({

@@ -66,6 +66,7 @@ _DOLLARS_CENTS_RE = re.compile(
 _ANCHOR_RE = re.compile(r"(?:the\s+(?:final\s+)?answer\s+is|####|\\boxed\{)[\s:*=]*", re.IGNORECASE)
 
 _GOLD_ANCHOR_RE = re.compile(r"the\s+(?:final\s+)?answer\s+is", re.IGNORECASE)
+_EXPONENT_RE = re.compile(r"[eE][-+]?[0-9]")
 
 LMEVAL_COT_STRICT = r"The answer is (\-?[0-9\.\,]+)."
 LMEVAL_HASH_STRICT = r"#### (\-?[0-9\.\,]+)"
@@ -179,7 +180,8 @@ def parse_gold(answer: str) -> str:
     """Canonical gold answer from a GSM8K-style answer (``... #### 1,000``), a solution ending
     "The answer is N.", or a bare number.
 
-    Raises ``ValueError`` naming the text when no number is found.
+    Raises ``ValueError`` naming the text when no number is found, or when the number is in
+    exponent notation (``#### 1e400``).
 
     Examples
     --------
@@ -195,9 +197,15 @@ def parse_gold(answer: str) -> str:
         anchors = list(_GOLD_ANCHOR_RE.finditer(answer))
         if anchors:
             tail = answer[anchors[-1].end() :]
-    value = parse_number(tail)
-    if value is None:
+    found = next(_numbers(tail), None)
+    if found is None:
         raise DataError(f"no number in gold answer {answer[-60:]!r}")
+    value, match = found
+    if _EXPONENT_RE.match(tail, match.end()):
+        # Read as digits, "1e400" would be the gold answer 1. Kept exact (10**400), no response
+        # could match it: the extractors read digits only, so "1e400" in a response is 1 too.
+        raise DataError(f"gold answer {answer[-60:]!r} is in exponent notation; write the "
+                        "number out in digits")
     return canonical(value)
 
 
