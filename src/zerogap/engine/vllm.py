@@ -13,9 +13,10 @@ Greedy entropies (LNE-blocking's input, ``reference/baselines.md`` §2) come fro
 full-vocabulary log-probabilities (``logprobs=-1``, allowed by ``max_logprobs=-1`` on the
 ``LLM``, which :meth:`VLLMBackend.load` sets): vLLM computes them from the raw logits at
 temperature 1, so each step's entropy is exact over all tokens, as the HF engine's. They are
-costly on the host: vLLM turns every step's V log-probabilities into Python lists (roughly
-170 bytes per token of the vocabulary per generated token, held until the request finishes),
-so such greedy decodes run :attr:`VLLMBackend.entropy_requests` requests at a time.
+costly on the host: vLLM turns every step's V log-probabilities into Python lists, held until
+the request finishes (measured: about 140 bytes per vocabulary entry, 7 MB per generated token
+for a 49k vocabulary), so such greedy decodes run :attr:`VLLMBackend.entropy_requests` requests
+at a time.
 
 Reproducibility: a vLLM sample is a function of its request seed and of the logits, and vLLM does
 not promise that logits are independent of how requests are batched (``VLLM_BATCH_INVARIANT=1``
