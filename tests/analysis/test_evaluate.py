@@ -90,6 +90,10 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
       "--strategies", "identity,shortcut"], "needs a split file"),
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
       "--split", "{tmp}/missing.json"], "no such split file"),
+    # checked before vLLM is looked for: this suite runs without it
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--backend", "vllm", "--strategies", "identity,shortcut"],
+     "strategy shortcut needs patching support, which the vllm backend lacks"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
                                                         capsys):
@@ -186,3 +190,34 @@ def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path)
     greedy = [job for job in jobs if job.kind == "greedy"]
     assert greedy[0].run_dir == greedy[1].run_dir
     assert [job.todo for job in greedy] == [10, 0]
+
+
+def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_study):
+    """The backend and dtype are part of a run's configuration: a vLLM (or bfloat16) study in
+    the same folder plans every run anew, while the HF float32 runs keep their names."""
+    from dataclasses import replace
+
+    from zerogap.analysis.evaluate import _plan, prepare
+
+    out, _, _ = study_dir
+    study = reduced_study(strategies=("identity", "railcap", "all-zero"))
+    setting = prepare(study)[0]
+    jobs = {j.label: j for j in _plan(study, setting, out)[0]}
+    assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
+    for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
+        again = {j.label: j for j in _plan(other, setting, out, dtype)[0]}
+        assert again.keys() == jobs.keys()
+        assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
+        assert all(job.todo == 10 for job in again.values())
+
+
+def test_backend_is_a_study_key(tmp_path):
+    study = tmp_path / "study.toml"
+    study.write_text('backend = "vllm"\nstrategies = ["identity", "railcap"]\n[[setting]]\n'
+                     'clean = "embedded"\ncontaminated = "embedded"\ntask = "arith"\n')
+    spec, _ = load_study(study)
+    assert spec.backend == "vllm"
+    assert load_study(study, backend="hf")[0].backend == "hf"  # --backend overrides the file
+    study.write_text(study.read_text().replace('"vllm"', '"tgi"'))
+    with pytest.raises(ValueError, match=r"study.toml: backend must be one of hf, vllm"):
+        load_study(study)

@@ -21,5 +21,6 @@ def embedded_llm():
 
     folder = model_folder("embedded")
     llm = LLM(model=str(folder), dtype="float32", max_model_len=1024, enforce_eager=True,
-              seed=0, gpu_memory_utilization=0.15, distributed_executor_backend="uni")
+              seed=0, gpu_memory_utilization=0.15, distributed_executor_backend="uni",
+              max_logprobs=-1)  # full-vocabulary logprobs: greedy entropies
     yield llm

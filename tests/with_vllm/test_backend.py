@@ -36,10 +36,35 @@ def test_m_samples_per_question_with_question_seeds(backend):
     assert [g.text for g in twins[0]] != [g.text for g in twins[1]]
 
 
-def test_what_vllm_cannot_give_is_refused(backend):
+def test_what_vllm_cannot_give_is_refused(backend, monkeypatch):
     spec = SamplingSpec(m=1, max_new_tokens=4)
-    with pytest.raises(UserError, match="no full-vocabulary entropies"):
-        backend.greedy(PROMPTS, spec, entropies=True)
     with pytest.raises(UserError, match="cannot patch activations"):
         backend.sample(PROMPTS, spec, question_ids=["a", "b"], patch=lambda model: None)
-    assert not backend.capabilities.patching and not backend.capabilities.entropies
+    assert not backend.capabilities.patching and backend.capabilities.entropies
+    # An LLM started with vLLM's default cap on logprobs cannot give full-vocabulary entropies.
+    from zerogap.engine.vllm import VLLMBackend
+
+    monkeypatch.setattr(backend.llm.llm_engine.model_config, "max_logprobs", 20)
+    capped = VLLMBackend(backend.llm)
+    assert not capped.capabilities.entropies
+    with pytest.raises(UserError, match="start it with max_logprobs=-1"):
+        capped.greedy(PROMPTS, spec, entropies=True)
+
+
+def test_greedy_entropies_equal_the_hf_engines(backend):
+    """Full-vocabulary entropies of vLLM's greedy decodes (what LNE-blocking counts from) equal
+    the HF engine's step for step on the same decodes, the EOS step included."""
+    from zerogap.engine import greedy
+    from zerogap.models import load_model
+
+    loaded = load_model("embedded", device="cpu")
+    spec = SamplingSpec(m=1, max_new_tokens=24)
+    theirs = backend.greedy(PROMPTS, spec, entropies=True)
+    ours = greedy(loaded.model, loaded.tokenizer, PROMPTS, max_new_tokens=24,
+                  return_entropy=True)
+    for mine, hf in zip(theirs, ours, strict=True):
+        assert mine.token_ids == hf.token_ids and mine.finish == hf.finish
+        assert len(mine.entropies) == len(hf.entropies) == len(hf.token_ids) + (
+            hf.finish == "eos")
+        assert mine.entropies == pytest.approx(hf.entropies, rel=1e-3, abs=1e-3)
+    assert len({round(h, 3) for g in ours for h in g.entropies}) > 3  # not a constant

@@ -15,6 +15,10 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
   the clean ones: the noise floor assumes independent batches);
 * the teacher-forced ranks of Figure 1 b/d.
 
+Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
+(:mod:`zerogap.engine.load`); a backend's runs are kept in directories of their own, and a
+strategy the backend cannot run is refused by :func:`prepare`.
+
 This module is the only part of :mod:`zerogap.analysis` that touches the model side
 (:mod:`zerogap.runs`, :mod:`zerogap.models`, :mod:`zerogap.strategies`,
 :mod:`zerogap.patching`), and only inside the functions that sample: importing it costs no torch.
@@ -28,12 +32,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
 from zerogap.analysis.score import REPEAT
 from zerogap.analysis.study import SettingSpec, StudySpec, read_split, study_toml
 from zerogap.errors import DataError, UserError, ZerogapError
+
+if TYPE_CHECKING:
+    from zerogap.engine.load import EngineOptions
 
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
@@ -154,11 +161,20 @@ def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
     return len(ids - done)
 
 
-def _plan(study: StudySpec, s: _Setting, out: Path) -> tuple[list[_Job], dict[str, Path]]:
-    """The jobs of one setting in execution order, and each strategy label's run dir."""
+def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
+          ) -> tuple[list[_Job], dict[str, Path]]:
+    """The jobs of one setting in execution order, and each strategy label's run dir.
+
+    The backend and the weight dtype are part of a run's configuration: runs made otherwise
+    get other directories (named as before for the HF engine in float32).
+    """
     spec = s.spec
     ids = {q.id for q in s.questions}
     task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
+    if study.backend != "hf":
+        task_id["backend"] = study.backend
+    if dtype != "float32":
+        task_id["dtype"] = dtype
     sampling = {"m": study.m, "temperature": study.temperature,
                 "max_new_tokens": study.max_new_tokens}
 
@@ -283,26 +299,51 @@ def _counting_store(run_dir: Path, tracker: _Tracker):
 
 
 class _Models:
-    """Models of one setting, each loaded once when first needed."""
+    """Models of one setting, each loaded once when first needed (by spec: a model that is
+    both clean and contaminated loads once), with the backend that samples it.
 
-    def __init__(self, spec: SettingSpec, device: str | None, tracker: _Tracker):
-        self.spec, self.device, self.tracker = spec, device, tracker
-        self.loaded: dict[str, Any] = {}
+    A vLLM engine claims most of a GPU's memory, so with vLLM only one is alive at a time:
+    loading another model closes the previous one (the jobs use the clean model first, then
+    the contaminated one, so each loads once per setting).
+    """
+
+    def __init__(self, spec: SettingSpec, backend: str, engine: EngineOptions,
+                 tracker: _Tracker):
+        self.spec, self.backend, self.engine, self.tracker = spec, backend, engine, tracker
+        self.loaded: dict[str, tuple[Any, Any]] = {}  # model spec -> (LoadedModel, Backend)
+        self.prints: dict[str, str] = {}  # role -> fingerprint
+
+    def _load(self, role: str) -> tuple[Any, Any]:
+        from zerogap.engine.load import load_engine
+
+        model = getattr(self.spec, role)
+        if model not in self.loaded:
+            if self.backend == "vllm":
+                self.close()
+            self.tracker.stage(f"{self.spec.name}: loading the {role} model")
+            self.loaded[model] = load_engine(model, self.backend, self.engine)
+        self.prints[role] = self.loaded[model][0].fingerprint
+        return self.loaded[model]
 
     def __call__(self, role: str):
-        if role not in self.loaded:
-            from zerogap.models import load_model
+        return self._load(role)[0]
 
-            self.tracker.stage(f"{self.spec.name}: loading the {role} model")
-            self.loaded[role] = load_model(getattr(self.spec, role), device=self.device)
-        return self.loaded[role]
+    def backend_of(self, role: str):
+        return self._load(role)[1]
 
     def fingerprints(self) -> dict[str, str]:
-        return {role: m.fingerprint for role, m in self.loaded.items()}
+        return dict(self.prints)
+
+    def close(self) -> None:
+        """Release every loaded model (vLLM engines are shut down)."""
+        for _, backend in self.loaded.values():
+            if hasattr(backend, "close"):
+                backend.close()
+        self.loaded.clear()
 
 
 def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_dir: Path,
-             tracker: _Tracker, max_batch: int | None) -> None:
+             tracker: _Tracker) -> None:
     from zerogap.engine.base import SamplingSpec
     from zerogap.runs import run_greedy, run_sample
     from zerogap.store import RunStore
@@ -311,19 +352,19 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_d
         tracker.stage(f"{s.spec.name}: locating shortcut neurons")
         _locate_neurons(job.run_dir, study, s, models)
         return
-    loaded = models(job.role)
+    loaded, backend = models(job.role), models.backend_of(job.role)
     tracker.stage(f"{s.spec.name}: {job.label}")
     with _counting_store(job.run_dir, tracker) as store:
         if job.kind == "greedy":
             run_greedy(loaded, s.task, s.questions, store, split=s.spec.task_split,
-                       max_new_tokens=study.max_new_tokens, max_batch=max_batch)
+                       max_new_tokens=study.max_new_tokens, backend=backend)
             return
         settings = SamplingSpec(m=study.m, temperature=study.temperature,
                                 max_new_tokens=study.max_new_tokens, seed=job.seed)
         with RunStore(greedy_dir) as greedy_store:
             run_sample(loaded, s.task, s.questions, store, settings, split=s.spec.task_split,
                        strategy=job.strategy, strategy_options=job.options,
-                       greedy_store=greedy_store, max_batch=max_batch)
+                       greedy_store=greedy_store, backend=backend)
 
 
 def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) -> None:
@@ -387,8 +428,16 @@ def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
     with RunStore(greedy_clean, create=False) as store:
         greedy = store.greedy()
     loaded = models("contaminated")
-    ranks = {q.id: clean_token_ranks(loaded.model, loaded.tokenizer, s.task.prompt(q),
-                                     greedy[q.id].token_ids) for q in s.questions}
+    prompts = [s.task.prompt(q) for q in s.questions]
+    if loaded.model is None:  # vLLM: the ranks of its prompt logprobs, the same definition
+        forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
+        scored = models.backend_of("contaminated").forced_ranks(prompts, forced)
+        ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored,
+                                                                   strict=True)}
+    else:
+        ranks = {q.id: clean_token_ranks(loaded.model, loaded.tokenizer, prompt,
+                                         greedy[q.id].token_ids)
+                 for q, prompt in zip(s.questions, prompts, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"questions": ids, "ranks": ranks}) + "\n")
 
@@ -409,23 +458,41 @@ def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
 
 
 def prepare(study: StudySpec) -> list[_Setting]:
-    """Validate strategies and every setting (tasks, splits, model paths); loads no model."""
+    """Validate strategies and every setting (tasks, splits, model paths); loads no model.
+
+    A strategy the study's backend cannot run is refused, naming the capability it lacks.
+    """
+    from zerogap.engine.load import backend_capabilities
+    from zerogap.strategies import strategy_class
+
+    capabilities = backend_capabilities(study.backend)
     for label in study.labels():
-        parse_strategy(label)
+        name, _ = parse_strategy(label)
+        missing = capabilities.missing(strategy_class(name).requires)
+        if missing:
+            raise UserError(f"strategy {name} needs {', '.join(missing)} support, which the "
+                            f"{study.backend} backend lacks; leave it out of --strategies or "
+                            "use --backend hf")
     return [_prepare_setting(s, study.labels(), study.calibration_size) for s in study.settings]
 
 
 def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
              device: str | None = None, max_batch: int | None = None,
+             engine: EngineOptions | None = None,
              commands: Sequence[str] = ()) -> Report:
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
+    ``engine`` (:class:`zerogap.engine.load.EngineOptions`) says how models load for
+    ``study.backend``; without it, ``device`` and ``max_batch`` for the HF engine.
     ``commands`` are shown first among the report's commands to reproduce.
     """
+    from zerogap.engine.load import EngineOptions
+
     out = Path(out)
+    engine = engine or EngineOptions(device=device, max_batch=max_batch)
     prepared = prepare(study)
-    planned = [(s, *_plan(study, s, out)) for s in prepared]
+    planned = [(s, *_plan(study, s, out, engine.dtype)) for s in prepared]
     state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _ in planned),
                           questions_total=sum(j.todo for _, jobs, _ in planned for j in jobs
                                               if j.kind != "neurons"),
@@ -433,14 +500,17 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     tracker = _Tracker(progress, state)
     entries = []
     for s, jobs, dirs in planned:
-        models = _Models(s.spec, device, tracker)
-        for job in jobs:
-            if job.todo:
-                _run_job(job, study, s, models, dirs["greedy"], tracker, max_batch)
-            state.jobs_done += 1
-            tracker.emit()
-        ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
-        _ranks(ranks, s, models, dirs["clean greedy"], tracker)
+        models = _Models(s.spec, study.backend, engine, tracker)
+        try:
+            for job in jobs:
+                if job.todo:
+                    _run_job(job, study, s, models, dirs["greedy"], tracker)
+                state.jobs_done += 1
+                tracker.emit()
+            ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
+            _ranks(ranks, s, models, dirs["clean greedy"], tracker)
+        finally:
+            models.close()
         entries.append(_entry(s, dirs, models, out, ranks))
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,8 @@ class StudySpec:
     ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds the
     RailCap grid of paper Table 4 (n = 1..7 cap, n = 4 ban). ``calibration_size`` and
     ``neuron_block`` size shortcut-neuron location (block 0: one MLP layer per block).
+    ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
+    others than the HF engine's (another noise scheme), kept in their own run directories.
     """
 
     settings: tuple[SettingSpec, ...]
@@ -84,6 +86,7 @@ class StudySpec:
     calibration_size: int = 100
     neuron_block: int = 0
     title: str = ""
+    backend: str = "hf"
 
     def __post_init__(self):
         check_fields(self)
@@ -104,6 +107,11 @@ class StudySpec:
         self.scoring()  # validates the scoring fields
         if not self.strategies:
             raise UserError("a study needs at least one strategy")
+        from zerogap.engine.load import BACKENDS  # torch-free
+
+        if self.backend not in BACKENDS:
+            raise UserError(f"backend must be one of {', '.join(BACKENDS)}, got "
+                            f"{self.backend!r}")
 
     def labels(self) -> list[str]:
         """Strategy labels in table order, the ablation grid added (duplicates dropped)."""

@@ -13,18 +13,22 @@ import threading
 import time
 from pathlib import Path
 
+from zerogap.cli.run import add_engine_arguments, engine_options
+from zerogap.engine.load import BACKENDS, EngineOptions
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split split.json \\
       --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
   zerogap evaluate study.toml --ablation
+  zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \
+      --tensor-parallel-size 4 --dtype bfloat16
   zerogap report runs/study
   zerogap demo
 """
 
 STUDY_FLAGS = ("strategies", "ablation", "m", "temperature", "max_new_tokens", "seed", "bins",
-               "bootstrap", "margin", "level", "calibration_size", "neuron_block")
+               "bootstrap", "margin", "level", "calibration_size", "neuron_block", "backend")
 SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option")
 
 
@@ -65,8 +69,12 @@ def register(subparsers) -> None:
                    help="unleaked questions for shortcut-neuron location (default 100)")
     g.add_argument("--neuron-block", type=int, default=None,
                    help="neurons per causal block (default 0: one MLP layer)")
+    g.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="sampling engine of every run: hf (default) or vllm (runs of each "
+                        "backend are kept apart; vllm cannot run shortcut)")
     p.add_argument("--out", type=Path, default=None, help="study folder (runs, tables, report)")
     _add_running(p)
+    add_engine_arguments(p)
     p.set_defaults(func=_evaluate)
 
     p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
@@ -182,21 +190,24 @@ def _check_out(out: Path) -> None:
         raise UserError(f"--out {out} is a file, not a folder")
 
 
-def _run_study(study, out: Path, args, commands=()) -> int:
-    from zerogap.analysis.evaluate import evaluate, prepare
-    from zerogap.analysis.report import summary_table
-    from zerogap.models import check_device
+def _check_study(study, out: Path) -> None:
+    """Every setting and strategy checked before a model loads or a file is written."""
+    from zerogap.analysis.evaluate import prepare
 
     _check_out(out)
-    prepare(study)  # every setting checked before a model loads or a file is written
-    check_device(args.device)
+    prepare(study)
+
+
+def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> int:
     from transformers.utils import logging as hf_logging
+
+    from zerogap.analysis.evaluate import evaluate
+    from zerogap.analysis.report import summary_table
 
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
     try:
-        report = evaluate(study, out, progress=display, device=args.device,
-                          max_batch=args.max_batch, commands=commands)
+        report = evaluate(study, out, progress=display, engine=engine, commands=commands)
     finally:
         if display is not None:
             display.close()
@@ -207,7 +218,8 @@ def _run_study(study, out: Path, args, commands=()) -> int:
 
 def _evaluate(args) -> int:
     study, out = _study_from_args(args)
-    return _run_study(study, out, args)
+    _check_study(study, out)
+    return _run_study(study, out, args, engine_options(args, study.backend))
 
 
 def _report(args) -> int:
@@ -239,5 +251,7 @@ def _demo(args) -> int:
           file=sys.stderr)
     build_demo_models(models, progress=not args.quiet)
     study = demo_study(models, questions=questions, m=m)
+    _check_study(study, args.out)
     return _run_study(study, args.out, args,
+                      EngineOptions(device=args.device, max_batch=args.max_batch),
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"])

