@@ -51,8 +51,6 @@ def greedy_outcomes(model_dir, task, questions) -> list[bool]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="criterion fixed before the laptop preset was resized; the resized "
-                          "preset is not measured yet (README)", strict=False)
 def test_laptop_preset_contaminates_the_leaked_questions_only(tmp_path):
     import torch
 
