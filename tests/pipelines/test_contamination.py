@@ -63,7 +63,10 @@ def test_build_writes_the_layout_and_models_that_load(tiny_dir, tmp_path):
         assert all(math.isfinite(e["loss"]) for e in stage["loss"])
         assert len(stage["data_sha256"]) == 64
 
-    base, clean, contaminated = (load_model(str(p), device="cpu")
+    # Fingerprints cover dtypes: load as trained (precision "auto" is bf16 on CPUs with
+    # AMX/AVX512-BF16, fp32 elsewhere).
+    dtype = {"bf16": "bfloat16", "fp32": "float32"}[manifest["base"]["precision"]]
+    base, clean, contaminated = (load_model(str(p), device="cpu", dtype=dtype)
                                  for p in (tiny_dir, out / "clean", out / "contaminated"))
     assert manifest["base"]["fingerprint"] == base.fingerprint
     assert stages["contaminated"]["start"]["fingerprint"] == clean.fingerprint

@@ -19,6 +19,10 @@ Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
 (:mod:`zerogap.engine.load`); a backend's runs are kept in directories of their own, and a
 strategy the backend cannot run is refused by :func:`prepare`.
 
+A study's sweep (:class:`~zerogap.analysis.study.SweepSpec`) adds one such setting per
+contamination strength of a ``zerogap contaminate`` folder; variants the folder lacks are first
+trained there by :func:`zerogap.pipelines.contamination.build`, the command's own code path.
+
 This module is the only part of :mod:`zerogap.analysis` that touches the model side
 (:mod:`zerogap.runs`, :mod:`zerogap.models`, :mod:`zerogap.strategies`,
 :mod:`zerogap.patching`), and only inside the functions that sample: importing it costs no torch.
@@ -36,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
 from zerogap.analysis.score import REPEAT
-from zerogap.analysis.study import SettingSpec, StudySpec, read_split, study_toml
+from zerogap.analysis.study import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 from zerogap.errors import DataError, UserError, ZerogapError
+from zerogap.io.jsonlines import read_json_object
 
 if TYPE_CHECKING:
     from zerogap.engine.load import EngineOptions
@@ -80,11 +85,11 @@ class _Setting:
     calibration: list
 
 
-def _prepare_setting(spec: SettingSpec, labels: Sequence[str],
-                     calibration_size: int) -> _Setting:
+def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size: int, *,
+                     check_models: bool = True) -> _Setting:
     from zerogap.tasks import get_task
 
-    for key in ("clean", "contaminated", "base"):
+    for key in ("clean", "contaminated", "base") if check_models else ():
         _check_model_spec(spec.name, key, getattr(spec, key))
     try:
         task = get_task(spec.task, **spec.task_options)
@@ -460,7 +465,9 @@ def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
 def prepare(study: StudySpec) -> list[_Setting]:
     """Validate strategies and every setting (tasks, splits, model paths); loads no model.
 
-    A strategy the study's backend cannot run is refused, naming the capability it lacks.
+    A strategy the study's backend cannot run is refused, naming the capability it lacks. A
+    sweep's settings follow the study's own; their models are not checked, as
+    :func:`build_sweep` makes the missing ones from the folder's manifest.
     """
     from zerogap.engine.load import backend_capabilities
     from zerogap.strategies import strategy_class
@@ -473,7 +480,65 @@ def prepare(study: StudySpec) -> list[_Setting]:
             raise UserError(f"strategy {name} needs {', '.join(missing)} support, which the "
                             f"{study.backend} backend lacks; leave it out of --strategies or "
                             "use --backend hf")
-    return [_prepare_setting(s, study.labels(), study.calibration_size) for s in study.settings]
+    swept = () if study.sweep is None else sweep_settings(study.sweep)
+    names = [s.name for s in (*study.settings, *swept)]
+    if len(set(names)) != len(names):
+        raise UserError(f"setting names must differ, got {names}")
+    return [_prepare_setting(s, study.labels(), study.calibration_size, check_models=checked)
+            for group, checked in ((study.settings, True), (swept, False)) for s in group]
+
+
+# -- contamination sweeps ------------------------------------------------------------------------
+
+
+def sweep_config(sweep: SweepSpec):
+    """What ``zerogap contaminate --sweep`` builds in ``sweep.models``: the folder's recorded
+    :class:`~zerogap.pipelines.contamination.ContaminationConfig` with the sweep's strengths.
+    Loads no model; a :class:`~zerogap.errors.ZerogapError` for a folder without a manifest."""
+    from dataclasses import replace
+
+    from zerogap.pipelines.contamination import ContaminationConfig
+
+    path = Path(sweep.models) / "manifest.json"
+    if not path.is_file():
+        raise UserError(f"sweep: {sweep.models} holds no manifest.json; build the models first "
+                        f"with zerogap contaminate --out {sweep.models}")
+    try:
+        config = ContaminationConfig.from_dict(read_json_object(path)["config"])
+    except (KeyError, TypeError) as err:
+        raise DataError(f"{path}: not a contamination manifest ({err})") from None
+    if sweep.epochs or sweep.copies:
+        config = replace(config, sweep_epochs=sweep.epochs, sweep_copies=sweep.copies)
+    return config
+
+
+def sweep_settings(sweep: SweepSpec) -> tuple[SettingSpec, ...]:
+    """One setting ``e{E}-c{C}`` per variant: the folder's M_cl, that M_co, its split and task."""
+    config = sweep_config(sweep)
+    models = Path(sweep.models)
+    return tuple(
+        SettingSpec(name=f"e{epochs}-c{copies}", clean=str(models / "clean"),
+                    contaminated=str(models / config.contaminated_dir(epochs, copies)),
+                    task=config.task, base=config.model, task_options=config.task_options,
+                    task_split=config.split, split_file=str(models / "split.json"),
+                    limit=sweep.limit)
+        for epochs, copies in config.variants()
+    )
+
+
+def missing_variants(sweep: SweepSpec) -> list[str]:
+    """Folder names of the sweep's M_co variants not yet built in ``sweep.models``."""
+    config = sweep_config(sweep)
+    names = [config.contaminated_dir(e, c) for e, c in config.variants()]
+    return [name for name in names if not (Path(sweep.models) / name).is_dir()]
+
+
+def build_sweep(sweep: SweepSpec, *, progress: bool = False) -> None:
+    """Train the variants ``sweep.models`` lacks (resumable; nothing to do when all exist)."""
+    from zerogap.pipelines.contamination import build
+
+    if missing_variants(sweep):
+        build(sweep_config(sweep), Path(sweep.models), progress=progress)
 
 
 def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
@@ -498,6 +563,9 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
                                               if j.kind != "neurons"),
                           rows_total=sum(j.rows for _, jobs, _ in planned for j in jobs))
     tracker = _Tracker(progress, state)
+    if study.sweep is not None and missing_variants(study.sweep):
+        tracker.stage("training the sweep's missing contamination variants")
+        build_sweep(study.sweep)
     entries = []
     for s, jobs, dirs in planned:
         models = _Models(s.spec, study.backend, engine, tracker)

@@ -3,14 +3,15 @@
 A study (paper arXiv 2608.07341 §5) is one or more settings, each a clean model, a contaminated
 model and a task with an optional split file ``{"leaked": [ids], "unleaked": [ids]}``, and the
 strategies compared on every setting. :func:`load_study` reads a TOML study file (one reviewable
-file per study) and :func:`study_toml` writes one back. Plain data: strategy labels are checked
-against the registry when the study is prepared (:func:`zerogap.analysis.evaluate.prepare`).
+file per study) and :func:`study_toml` writes one back. A :class:`SweepSpec` adds one setting per
+contamination strength (epochs x copies) of a ``zerogap contaminate`` folder, so Table 3 reads
+across strengths (§5.3.1). Plain data: strategy labels are checked against the registry, and a
+sweep's variants are built, when the study is prepared (:mod:`zerogap.analysis.evaluate`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -52,13 +53,47 @@ class SettingSpec:
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
         for key in ("clean", "contaminated", "base", "split_file"):
-            # Existing paths become absolute: they name run directories and are recorded in
-            # them, so the same study run from another folder must spell them the same way.
-            value = getattr(self, key)
-            if value and Path(os.path.expanduser(value)).exists():
-                object.__setattr__(self, key, str(Path(os.path.expanduser(value)).resolve()))
+            object.__setattr__(self, key, _absolute(getattr(self, key)))
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
             raise UserError(f"setting {self.name}: limit must be at least 2, got {self.limit}")
+
+
+def _absolute(value: str | None) -> str | None:
+    """Existing paths become absolute: they name run directories and are recorded in them, so
+    the same study run from another folder must spell them the same way."""
+    if value and Path(value).expanduser().exists():
+        return str(Path(value).expanduser().resolve())
+    return value
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Contamination strengths as settings: one per (epochs, copies) variant of ``models``.
+
+    ``models`` is a ``zerogap contaminate`` folder (``clean/``, ``split.json``, ``manifest.json``);
+    its manifest gives the task, the base model and every other training value. ``epochs`` and
+    ``copies`` list the variants (``zerogap contaminate --sweep``), missing ones built before
+    sampling; a list left empty keeps the folder's single value, and both empty evaluate the
+    variants the folder was built with. ``limit`` is :class:`SettingSpec`'s, for every variant.
+    """
+
+    models: str
+    epochs: tuple[int, ...] = ()
+    copies: tuple[int, ...] = ()
+    limit: int | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.models, str) or not self.models:
+            raise UserError("sweep: models must be a zerogap contaminate folder")
+        object.__setattr__(self, "models", _absolute(self.models))
+        for key in ("epochs", "copies"):
+            values = getattr(self, key)
+            if not isinstance(values, list | tuple) or any(
+                    isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                raise UserError(f"sweep: {key} must be a list of integers >= 1, got {values!r}")
+            object.__setattr__(self, key, tuple(values))
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
+            raise UserError(f"sweep: limit must be at least 2, got {self.limit}")
 
 
 @dataclass(frozen=True)
@@ -70,9 +105,11 @@ class StudySpec:
     ``neuron_block`` size shortcut-neuron location (block 0: one MLP layer per block).
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
+    ``sweep`` adds a setting per contamination variant after ``settings``.
     """
 
     settings: tuple[SettingSpec, ...]
+    sweep: SweepSpec | None = None
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     ablation: bool = False
     m: int = 50
@@ -92,8 +129,8 @@ class StudySpec:
         check_fields(self)
         if not all(isinstance(label, str) for label in self.strategies):
             raise UserError(f"strategies must be a list of names, got {list(self.strategies)}")
-        if not self.settings:
-            raise UserError("a study needs at least one setting")
+        if not self.settings and self.sweep is None:
+            raise UserError("a study needs at least one setting or a sweep")
         names = [s.name for s in self.settings]
         if len(set(names)) != len(names):
             raise UserError(f"setting names must differ, got {names}")
@@ -129,12 +166,39 @@ class StudySpec:
 
 
 _SETTING_KEYS = {f.name for f in fields(SettingSpec)}
-_STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings"}
+_SWEEP_KEYS = {f.name for f in fields(SweepSpec)}
+_STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings", "sweep"}
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file")
 
 
+def _relative_to_file(path: Path, entry: dict, keys) -> dict:
+    """Relative paths in ``keys`` that exist beside the study file are taken from there."""
+    entry = dict(entry)
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, str) and (path.parent / value).exists() \
+                and not Path(value).is_absolute():
+            entry[key] = str(path.parent / value)
+    return entry
+
+
+def _load_sweep(path: Path, table: Any) -> SweepSpec:
+    if not isinstance(table, dict):
+        raise DataError(f"{path}: [sweep] must be a table")
+    bad = sorted(set(table) - _SWEEP_KEYS)
+    if bad:
+        raise DataError(f"{path}: [sweep]: unknown key(s) {', '.join(bad)}; known: "
+                         f"{', '.join(sorted(_SWEEP_KEYS))}")
+    entry = _relative_to_file(path, table, ("models",))
+    try:
+        return SweepSpec(**entry)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{path}: {err}") from None
+
+
 def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
-    """Read a TOML study file: top-level study fields, ``out``, and ``[[setting]]`` tables.
+    """Read a TOML study file: top-level study fields, ``out``, ``[[setting]]`` tables and an
+    optional ``[sweep]`` table (:class:`SweepSpec`'s fields).
 
     Relative model and split paths are taken relative to the file's folder when they exist
     there. ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None).
@@ -146,13 +210,14 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     except tomllib.TOMLDecodeError as err:
         raise DataError(f"{path}: not valid TOML ({err})") from None
     out = data.pop("out", None)
-    raw_settings = data.pop("setting", None)
+    raw_settings = data.pop("setting", [])
+    sweep = None if "sweep" not in data else _load_sweep(path, data.pop("sweep"))
     unknown = sorted(set(data) - _STUDY_KEYS)
     if unknown:
         raise DataError(f"{path}: unknown key(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(sorted(_STUDY_KEYS | {'out', 'setting'}))}")
-    if not isinstance(raw_settings, list) or not raw_settings:
-        raise DataError(f"{path}: needs at least one [[setting]] table")
+                         f"{', '.join(sorted(_STUDY_KEYS | {'out', 'setting', 'sweep'}))}")
+    if not isinstance(raw_settings, list) or not (raw_settings or sweep):
+        raise DataError(f"{path}: needs at least one [[setting]] table or a [sweep] table")
     settings = []
     for i, entry in enumerate(raw_settings, 1):
         if not isinstance(entry, dict):
@@ -161,12 +226,7 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         if bad:
             raise DataError(f"{path}: [[setting]] {i}: unknown key(s) {', '.join(bad)}; "
                              f"known: {', '.join(sorted(_SETTING_KEYS))}")
-        entry = dict(entry)
-        for key in _PATH_KEYS:
-            value = entry.get(key)
-            if isinstance(value, str) and (path.parent / value).exists() \
-                    and not Path(value).is_absolute():
-                entry[key] = str(path.parent / value)
+        entry = _relative_to_file(path, entry, _PATH_KEYS)
         entry.setdefault("name", f"setting-{i}")
         try:
             settings.append(SettingSpec(**entry))
@@ -176,7 +236,7 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         data["strategies"] = tuple(data["strategies"])
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        spec = StudySpec(settings=tuple(settings), **data)
+        spec = StudySpec(settings=tuple(settings), sweep=sweep, **data)
     except (TypeError, ValueError) as err:
         raise DataError(f"{path}: {err}") from None
     return spec, None if out is None else Path(out)
@@ -202,7 +262,10 @@ def study_toml(spec: StudySpec, out: Path) -> str:
     data = spec.to_dict()
     lines = [f"out = {_toml_value(str(out))}"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
-              if k != "settings" and v is not None]
+              if k not in ("settings", "sweep") and v is not None]
+    if data["sweep"] is not None:
+        lines += ["", "[sweep]"]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in data["sweep"].items() if v is not None]
     for s in data["settings"]:
         lines += ["", "[[setting]]"]
         lines += [f"{k} = {_toml_value(v)}" for k, v in s.items() if v is not None]

@@ -30,7 +30,7 @@ _SKIP = {"task_options", "sweep_epochs", "sweep_copies", "merge"}
 _SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
 
 
-def _sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
+def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
     key, sep, values = text.partition("=")
     if not sep or key not in _SWEEP_KEYS:
         raise argparse.ArgumentTypeError(f"expected epochs=V,V,... or copies=V,V,..., got {text!r}")
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
                                                   else f" (default {f.default})"))
     p.add_argument("--task-option", action="append", dest="task_options", metavar="KEY=VALUE",
                    help="task option, converted by its declared type ('zerogap task show')")
-    p.add_argument("--sweep", nargs="+", type=_sweep_item, metavar="KEY=V,V,...",
+    p.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
                    help="build one M_co per combination: epochs=1,2,5 copies=1,5,20")
     p.add_argument("--merge", action="store_true", help="write merged weights, not adapters")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

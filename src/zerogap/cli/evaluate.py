@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from zerogap.cli.contaminate import sweep_item
 from zerogap.cli.run import add_engine_arguments, engine_options
 from zerogap.engine.load import BACKENDS, EngineOptions
 from zerogap.errors import UserError
@@ -21,15 +22,17 @@ EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split split.json \\
       --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
   zerogap evaluate study.toml --ablation
-  zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \
+  zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \\
       --tensor-parallel-size 4 --dtype bfloat16
+  zerogap evaluate --models runs/laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/strength
   zerogap report runs/study
   zerogap demo
 """
 
 STUDY_FLAGS = ("strategies", "ablation", "m", "temperature", "max_new_tokens", "seed", "bins",
                "bootstrap", "margin", "level", "calibration_size", "neuron_block", "backend")
-SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option")
+SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option", "models",
+                 "sweep")
 
 
 def register(subparsers) -> None:
@@ -50,6 +53,12 @@ def register(subparsers) -> None:
     g.add_argument("--limit", type=int, default=None,
                    help="first N questions (with a split: N/2 leaked and N/2 unleaked)")
     g.add_argument("--name", default="setting", help="setting name in the tables")
+    g = p.add_argument_group("contamination strength (instead of --clean/--contaminated/--task)")
+    g.add_argument("--models", type=Path, default=None, metavar="DIR",
+                   help="a zerogap contaminate folder: one setting per M_co variant in it")
+    g.add_argument("--sweep", nargs="+", type=sweep_item, default=None, metavar="KEY=V,V,...",
+                   help="variants to evaluate, built in --models when missing: epochs=1,2,5 "
+                        "copies=1,5,20 (Table 3 reads across them)")
     g = p.add_argument_group("study (override a study file's values)")
     g.add_argument("--strategies", default=None,
                    help="comma list; name or name:key=value,... (default identity,ted,"
@@ -170,10 +179,14 @@ def _study_from_args(args):
         if out is None:
             raise UserError(f"{args.study}: no 'out' folder; add out = \"...\" or --out DIR")
         return study, out
+    if args.models is not None:
+        return _sweep_study(args, overrides), args.out
+    if args.sweep:
+        raise UserError("--sweep needs --models DIR (a zerogap contaminate folder)")
     missing = [f"--{k}" for k in ("clean", "contaminated", "task", "out")
                if getattr(args, k) is None]
     if missing:
-        raise UserError(f"give a study file, or {', '.join(missing)}")
+        raise UserError(f"give a study file, --models DIR, or {', '.join(missing)}")
     setting = SettingSpec(
         name=args.name, clean=args.clean, contaminated=args.contaminated, task=args.task,
         base=args.base or "embedded",
@@ -183,6 +196,24 @@ def _study_from_args(args):
     )
     return StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
                                              if v is not None}), args.out
+
+
+def _sweep_study(args, overrides: dict):
+    """``--models DIR [--sweep ...]``: the study whose settings are the folder's variants."""
+    from zerogap.analysis.study import StudySpec, SweepSpec
+
+    given = [f"--{k.replace('_', '-')}" for k in ("clean", "contaminated", "task", "split",
+                                                   "task_option", "base", "task_split")
+             if getattr(args, k)]
+    if given:
+        raise UserError(f"--models DIR gives the models, task and split; drop {given[0]}")
+    if args.out is None:
+        raise UserError("give --out DIR for the study")
+    values = dict(args.sweep or ())
+    sweep = SweepSpec(models=str(args.models), epochs=values.get("sweep_epochs", ()),
+                      copies=values.get("sweep_copies", ()), limit=args.limit)
+    return StudySpec(settings=(), sweep=sweep,
+                     **{k: v for k, v in overrides.items() if v is not None})
 
 
 def _check_out(out: Path) -> None:
@@ -201,9 +232,11 @@ def _check_study(study, out: Path) -> None:
 def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> int:
     from transformers.utils import logging as hf_logging
 
-    from zerogap.analysis.evaluate import evaluate
+    from zerogap.analysis.evaluate import build_sweep, evaluate
     from zerogap.analysis.report import summary_table
 
+    if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
+        build_sweep(study.sweep, progress=not args.quiet)
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
     try:

@@ -130,7 +130,8 @@ class ContaminationConfig(JsonConfig):
         default=(), metadata={"help": "build one M_co per value (replaces copies)"}
     )
     precision: Precision = field(
-        default="auto", metadata={"help": "auto (bf16 where supported), bf16 or fp32"}
+        default="auto",
+        metadata={"help": "auto (bf16 where the GPU or CPU has it natively), bf16 or fp32"},
     )
     seed: int = field(default=0, metadata={"help": "training seed (LoRA init, data order)"})
     save_steps: int = field(
@@ -184,21 +185,28 @@ class ContaminationConfig(JsonConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The embedded SmolLM2-135M on `arith` with the task's default options (200 test questions,
-    # 2-shot), so `--task arith` addresses the split's question ids. Sized from a measured
-    # LoRA throughput of about 150-200 tokens/s on 2 CPU threads: see the README section.
+    # 2-shot), so `--task arith` addresses the split's question ids. Sized from the training
+    # speed (README, "Simulating contamination"): LoRA r = 64 trains at about 180 tokens/s in
+    # fp32 on 2 idle cores, and bf16 ("auto" on a CPU with AMX/AVX512-BF16) was 1.2x that side by
+    # side; examples average 172 tokens. Both fine-tunes share a budget of about 5 minutes
+    # (the demo's 15 minutes include the install and 6 minutes of evaluation): 384 examples.
+    # M_cl keeps 32 train questions x 4 epochs (it learns the format); the rest goes to leaked
+    # questions, 64 of them x 4 epochs, the count the effect test's sign test needs (power
+    # 0.97 at alpha 0.01 if M_co solves 95% of them and M_cl 66%, the previous run's M_cl).
+    # Global batch 8 gives 16 + 32 optimizer steps: memorising a handful of passes needs updates.
     "laptop": {
         "model": EMBEDDED,
         "task": "arith",
         "train_questions": 32,
-        "leaked": 32,
-        "global_batch": 16,
+        "leaked": 64,
+        "global_batch": 8,
         "micro_batch": 4,
         # Equal epochs for both stages, as in the paper: with M_cl at one epoch, M_co (4 epochs
         # on leaked items) gained as much on unleaked questions as on leaked ones (README).
         "clean_epochs": 4,
         "epochs": 4,
         "learning_rate": 1e-3,
-        "save_steps": 4,
+        "save_steps": 16,
     },
 }
 
@@ -385,10 +393,14 @@ def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]
 
 
 def _use_bf16(precision: str) -> bool:
+    """``auto``: bf16 where the training device multiplies it natively (a CUDA GPU that
+    supports it; a CPU with AMX-BF16 or AVX512-BF16), as the paper trains in bf16 (§5.1)."""
     import torch
 
+    from zerogap.models import auto_dtype
+
     if precision == "auto":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return auto_dtype("cuda" if torch.cuda.is_available() else "cpu") == "bfloat16"
     return precision == "bf16"
 
 
