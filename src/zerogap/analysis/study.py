@@ -182,18 +182,23 @@ def _relative_to_file(path: Path, entry: dict, keys) -> dict:
     return entry
 
 
-def _load_sweep(path: Path, table: Any) -> SweepSpec:
+def _table(path: Path, table: Any, known: set, where: str) -> dict:
+    """``table`` of the study file, refused unless it is a table of ``known`` keys."""
     if not isinstance(table, dict):
-        raise DataError(f"{path}: [sweep] must be a table")
-    bad = sorted(set(table) - _SWEEP_KEYS)
+        raise DataError(f"{path}: {where} must be a table")
+    bad = sorted(set(table) - known)
     if bad:
-        raise DataError(f"{path}: [sweep]: unknown key(s) {', '.join(bad)}; known: "
-                         f"{', '.join(sorted(_SWEEP_KEYS))}")
-    entry = _relative_to_file(path, table, ("models",))
+        raise DataError(f"{path}: {where}: unknown key(s) {', '.join(bad)}; known: "
+                         f"{', '.join(sorted(known))}")
+    return table
+
+
+def _build(path: Path, cls, entry: dict, where: str | None):
+    """``cls(**entry)``; its errors name the file (and ``where``, unless they say it already)."""
     try:
-        return SweepSpec(**entry)
+        return cls(**entry)
     except (TypeError, ValueError) as err:
-        raise DataError(f"{path}: {err}") from None
+        raise DataError(f"{path}: {where + ': ' if where else ''}{err}") from None
 
 
 def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
@@ -211,7 +216,10 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         raise DataError(f"{path}: not valid TOML ({err})") from None
     out = data.pop("out", None)
     raw_settings = data.pop("setting", [])
-    sweep = None if "sweep" not in data else _load_sweep(path, data.pop("sweep"))
+    sweep = None
+    if "sweep" in data:
+        table = _table(path, data.pop("sweep"), _SWEEP_KEYS, "[sweep]")
+        sweep = _build(path, SweepSpec, _relative_to_file(path, table, ("models",)), None)
     unknown = sorted(set(data) - _STUDY_KEYS)
     if unknown:
         raise DataError(f"{path}: unknown key(s) {', '.join(unknown)}; known: "
@@ -220,18 +228,10 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         raise DataError(f"{path}: needs at least one [[setting]] table or a [sweep] table")
     settings = []
     for i, entry in enumerate(raw_settings, 1):
-        if not isinstance(entry, dict):
-            raise DataError(f"{path}: setting {i} is not a table; write [[setting]] tables")
-        bad = sorted(set(entry) - _SETTING_KEYS)
-        if bad:
-            raise DataError(f"{path}: [[setting]] {i}: unknown key(s) {', '.join(bad)}; "
-                             f"known: {', '.join(sorted(_SETTING_KEYS))}")
-        entry = _relative_to_file(path, entry, _PATH_KEYS)
+        where = f"[[setting]] {i}"
+        entry = _relative_to_file(path, _table(path, entry, _SETTING_KEYS, where), _PATH_KEYS)
         entry.setdefault("name", f"setting-{i}")
-        try:
-            settings.append(SettingSpec(**entry))
-        except (TypeError, ValueError) as err:
-            raise DataError(f"{path}: [[setting]] {i}: {err}") from None
+        settings.append(_build(path, SettingSpec, entry, where))
     if isinstance(data.get("strategies"), list):
         data["strategies"] = tuple(data["strategies"])
     data.update({k: v for k, v in overrides.items() if v is not None})
