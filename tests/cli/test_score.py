@@ -10,7 +10,7 @@ from zerogap.cli import main
 from zerogap.io.counts import read_counts, write_counts
 from zerogap.metrics import restoration_gaps
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STRATEGIES = ("identity", "lne-blocking", "railcap", "all-zero")
 
 
@@ -159,7 +159,7 @@ def test_scoring_never_imports_torch():
         f"'r={EXAMPLES / 'railcap.jsonl'}', '--bootstrap', '10', '--noise-sims', '10']); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(src)}
     )
@@ -188,7 +188,7 @@ def test_tiny_strata_prompt_the_two_level_bootstrap(tmp_path, capsys):
 
 
 def test_a_closed_pipe_ends_quietly():
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     proc = subprocess.Popen(
         [sys.executable, "-m", "zerogap", *score_args("--bootstrap", "50")],
         stdout=subprocess.PIPE,
