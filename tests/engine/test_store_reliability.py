@@ -84,13 +84,25 @@ def test_a_full_disk_at_every_point_resumes_to_the_uninterrupted_run(tiny_dir, t
     assert _samples(run_dir) == expected
 
 
+# The interrupted run pauses after each stored question, so the signal lands mid-run by
+# construction: unpaused, the tiny model samples all ten questions in a fraction of a second on
+# a quiet machine, and the run could end before the signal arrives.
+PAUSING_SCRIPT = SCRIPT.replace("import toy\n", """import toy
+import time
+from zerogap.store import RunStore
+_add = RunStore.add_samples
+RunStore.add_samples = lambda self, rows: (_add(self, rows), time.sleep(0.5))[0]
+""")
+
+
 @pytest.mark.slow  # subprocesses that each load torch and the model
 def test_ctrl_c_mid_run_exits_130_in_one_line_and_resumes(tiny_dir, tmp_path):
     reference = tmp_path / "reference"
     assert main(_args(tiny_dir, reference)) == 0
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, *_args(tiny_dir, run_dir,
-                                                                  "--max-batch", "2")],
+    assert PAUSING_SCRIPT != SCRIPT  # the pause is in place
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_SCRIPT,
+                             *_args(tiny_dir, run_dir, "--max-batch", "2")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
