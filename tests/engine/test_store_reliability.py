@@ -103,6 +103,9 @@ def test_ctrl_c_mid_run_exits_130_in_one_line_and_resumes(tiny_dir, tmp_path):
     assert PAUSING_SCRIPT != SCRIPT  # the pause is in place
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_SCRIPT,
                              *_args(tiny_dir, run_dir, "--max-batch", "2")],
+                            # A shell without job control starts background jobs with SIGINT
+                            # ignored, and Python then installs no handler: restore the default.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
