@@ -108,6 +108,24 @@ def test_rows_without_match_untouched_in_a_mixed_batch():
     assert out[0, 5] == before[0].topk(2).values[1]
 
 
+@pytest.mark.parametrize("mode", ["cap", "ban"])
+def test_sparse_second_largest_changes_nothing(mode):
+    # sparse=True computes v2 only for matching rows; the result must equal the dense path's,
+    # ties at the maximum included.
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randint(0, 4, (12, V), generator=gen).float()  # many tied logits
+    trajectories = [torch.randint(0, 3, (6,), generator=gen).tolist() for _ in range(3)]
+    recent = torch.randint(0, 3, (12, 2), generator=gen)
+    rows = torch.arange(12) % 3
+    traj, traj_len = pad_trajectories(trajectories)
+    dense = railcap_apply(logits.clone(), recent, traj, traj_len, mode=mode, rows=rows)
+    sparse = railcap_apply(logits.clone(), recent, traj, traj_len, mode=mode, rows=rows,
+                           sparse=True)
+    assert 0 < int(dense[1].sum()) < 12  # some rows match, some do not
+    for a, b in zip(dense, sparse, strict=True):
+        assert torch.equal(a, b)
+
+
 def test_short_trajectory_in_batch_with_long_one():
     # Question 1's trajectory is padded with -1; a row whose recent tokens are -1 never matches it.
     logits = torch.zeros(2, V)

@@ -71,8 +71,12 @@ def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode):
     params = [SamplingParams(n=4, temperature=0.7, max_tokens=32, seed=11,
                              extra_args={"railcap": {"trajectory": t, "n": 2, "mode": mode}})
               for t in trajectories]
-    plain = SamplingParams(n=2, temperature=0.7, max_tokens=32, seed=11)
-    embedded_llm.generate([*PROMPTS, PROMPTS[0]], [*params, plain], use_tqdm=False)
+    # The plain request sits between RailCap requests and ends early, so the opted-in rows are
+    # first apart (copied out and back) and then, once vLLM condenses its batch, consecutive (a
+    # view): both ways through the processor are checked.
+    plain = SamplingParams(n=2, temperature=0.7, max_tokens=6, seed=11)
+    embedded_llm.generate([PROMPTS[0], PROMPTS[0], *PROMPTS[1:]], [params[0], plain, *params[1:]],
+                          use_tqdm=False)
 
     def reference(settings, prefix, logits):
         trajectory, n, mode_ = settings
@@ -82,6 +86,8 @@ def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode):
 
     checked, changed, plain_rows = check_rows(calls, reference)
     assert checked > 0 and plain_rows > 0  # RailCap rows and plain rows shared batches
+    consecutive = {max(rows) - min(rows) + 1 == len(rows) for rows, _, _ in calls if rows}
+    assert consecutive == {True, False}
     assert changed > 0  # the cap was exercised, not vacuous
 
 

@@ -106,8 +106,9 @@ def railcap_apply(
     *,
     mode: str = "cap",
     rows: Tensor | None = None,
+    sparse: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One RailCap step for a whole batch, in place, without host syncs.
+    """One RailCap step for a whole batch, in place, without host syncs (unless ``sparse``).
 
     Parameters
     ----------
@@ -123,6 +124,10 @@ def railcap_apply(
     mode : {"cap", "ban"}
     rows : (R,) long, optional
         Trajectory index of each row; default ``arange(R)`` (then ``Q == R``).
+    sparse : bool
+        Find the second-largest logit only for the rows that match a window, at the price of
+        one host sync. On a CPU the sync is free and the full-vocabulary ``topk`` is most of a
+        step while few rows sit on their trajectory; on an accelerator leave it off.
 
     Returns
     -------
@@ -160,7 +165,7 @@ def railcap_apply(
     succ_idx = successors.clamp(min=0)  # (R, W); padding is never matched
     succ_logit = logits.gather(1, succ_idx)  # (R, W)
     if mode == "cap":
-        limit = logits.topk(2, dim=-1).values[:, 1:2]  # (R, 1): v2, counting ties
+        limit = _second_largest(logits, match.any(-1) if sparse else None)  # (R, 1): v2
     else:
         limit = logits.new_full((num_rows, 1), float("-inf"))  # (R, 1)
     changed = match & (succ_logit > limit)  # (R, W)
@@ -168,6 +173,19 @@ def railcap_apply(
     new = torch.where(match, limit.expand_as(succ_logit), torch.inf)  # (R, W)
     logits.scatter_reduce_(1, succ_idx, new, reduce="amin", include_self=True)
     return logits, match.any(-1), changed.any(-1)
+
+
+def _second_largest(logits: Tensor, needed: Tensor | None) -> Tensor:
+    """(R, 1): each row's second-largest logit, counting ties (if two tokens share the maximum,
+    the maximum); with ``needed`` (R,) bool only for those rows (one host sync), ``-inf``
+    elsewhere."""
+    if needed is None:
+        return logits.topk(2, dim=-1).values[:, 1:2]
+    rows = needed.nonzero()[:, 0]
+    limit = logits.new_full((logits.shape[0], 1), float("-inf"))
+    if len(rows):
+        limit[rows] = logits.index_select(0, rows).topk(2, dim=-1).values[:, 1:2]
+    return limit
 
 
 class RailCapHook:

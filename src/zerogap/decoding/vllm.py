@@ -89,6 +89,31 @@ def blocking_settings(params: SamplingParams) -> int | None:
     return count
 
 
+class _BatchRows:
+    """Batch indices of the rows a processor changes, read and written as one block.
+
+    When the indices are consecutive (the usual batch: every request opted in) the block is a
+    view of the logits, so nothing is copied out and back; otherwise a copy. Built on the host
+    from the sorted indices, so ``apply`` never waits for the device to decide which.
+    """
+
+    def __init__(self, indices: list[int], device: torch.device) -> None:
+        self.index = torch.tensor(indices, dtype=torch.long, device=device)  # (A,)
+        consecutive = bool(indices) and indices[-1] - indices[0] + 1 == len(indices)
+        self.span = (indices[0], len(indices)) if consecutive else None
+
+    def take(self, logits: torch.Tensor) -> torch.Tensor:
+        """(A, V): the rows, a view where possible."""
+        if self.span is not None:
+            return logits.narrow(0, *self.span)
+        return logits.index_select(0, self.index)
+
+    def put(self, logits: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write ``rows`` from :meth:`take` back (nothing to do for a view)."""
+        if self.span is None:
+            logits.index_copy_(0, self.index, rows)
+
+
 @dataclass
 class _Row:
     """One opted-in request: its settings and vLLM's live list of its generated tokens."""
@@ -150,8 +175,8 @@ class RailCapProcessor(_PerRequestProcessor):
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
         super().__init__(vllm_config, device, is_pin_memory)
-        # (n, mode) -> (batch indices (A,), trajectories (A, L), their lengths (A,))
-        self.batches: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        # (n, mode) -> (batch rows (A,), trajectories (A, L), their lengths (A,))
+        self.batches: dict[tuple[int, str], tuple[_BatchRows, torch.Tensor, torch.Tensor]] = {}
         self.recent: dict[tuple[int, str], torch.Tensor] = {}  # (n, mode) -> (A, n) long
 
     def prepare_step(self) -> None:
@@ -165,8 +190,7 @@ class RailCapProcessor(_PerRequestProcessor):
                 trajectory, lengths = pad_trajectories(
                     [self.rows[i].settings[0] for i in indices], self.device
                 )
-                batch_index = torch.tensor(indices, dtype=torch.long, device=self.device)
-                self.batches[key] = (batch_index, trajectory, lengths)
+                self.batches[key] = (_BatchRows(indices, self.device), trajectory, lengths)
             self.changed = False
         # The last n generated tokens, -1 where a row has fewer (such rows never match).
         self.recent = {
@@ -180,10 +204,11 @@ class RailCapProcessor(_PerRequestProcessor):
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.rows:
             return logits
-        for (n, mode), (index, trajectory, lengths) in self.batches.items():
-            rows = logits.index_select(0, index)  # (A, V)
-            railcap_apply(rows, self.recent[(n, mode)], trajectory, lengths, mode=mode)
-            logits.index_copy_(0, index, rows)
+        for (n, mode), (batch_rows, trajectory, lengths) in self.batches.items():
+            rows = batch_rows.take(logits)  # (A, V)
+            railcap_apply(rows, self.recent[(n, mode)], trajectory, lengths, mode=mode,
+                          sparse=rows.device.type == "cpu")
+            batch_rows.put(logits, rows)
         return logits
 
 
@@ -195,12 +220,13 @@ class LNEBlockingProcessor(_PerRequestProcessor):
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
         super().__init__(vllm_config, device, is_pin_memory)
         empty = torch.zeros(0, dtype=torch.long, device=device)
-        self.index, self.counts, self.lengths = empty, empty, empty  # (A,) each
+        self.batch_rows = _BatchRows([], device)
+        self.counts, self.lengths = empty, empty  # (A,) each
 
     def prepare_step(self) -> None:
         indices = sorted(self.rows)
         if self.changed:
-            self.index = torch.tensor(indices, dtype=torch.long, device=self.device)
+            self.batch_rows = _BatchRows(indices, self.device)
             self.counts = torch.tensor([self.rows[i].settings for i in indices],
                                        dtype=torch.long, device=self.device)
             self.changed = False
@@ -210,7 +236,7 @@ class LNEBlockingProcessor(_PerRequestProcessor):
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.rows:
             return logits
-        rows = logits.index_select(0, self.index)  # (A, V)
+        rows = self.batch_rows.take(logits)  # (A, V)
         block_argmax(rows, self.lengths, self.counts)
-        logits.index_copy_(0, self.index, rows)
+        self.batch_rows.put(logits, rows)
         return logits
