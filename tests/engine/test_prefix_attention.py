@@ -4,7 +4,7 @@ the shortcut patch's extra layers, supported architectures."""
 import pytest
 import torch
 from toy import PAIRS, VOCAB
-from zerogap.patching import NeuronPatch
+from zerogap.decoding.shortcut import NeuronPatch
 
 from zerogap.decoding.blocking import entropy
 from zerogap.engine import greedy, noise, sample
