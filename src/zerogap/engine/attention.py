@@ -57,44 +57,44 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     kv_heads, width, prefix_len = own_k.shape[1], own_k.shape[2], prefix_k.shape[2]
     group = heads // kv_heads
     q = query.reshape(rows, kv_heads, group * n, dim)
-    # The row's own part (short: question and generated tokens), in float32 whatever the
-    # model's dtype; ``o_s`` is normalised, ``lse_s`` its log-sum-exp.
-    a_s = torch.matmul(q.float(), own_k.float().transpose(-1, -2)).mul_(scaling)
+    # The row's own part (short: question and generated tokens): the rows are the batch.
     hidden = torch.arange(width, device=q.device) >= visible[:, :, None]  # (R, n, W)
-    a_s.masked_fill_(hidden[:, None, None].expand(rows, 1, group, n, width)
-                     .reshape(rows, 1, group * n, width), float("-inf"))
-    m_s = a_s.amax(-1, keepdim=True)
-    e_s = a_s.sub_(m_s).exp_()
-    l_s = e_s.sum(-1, keepdim=True)
-    o_s = torch.matmul(e_s, own_v.float()).div_(l_s)  # (R, Hkv, G*n, D)
+    if n > 1:
+        hidden = hidden[:, None].expand(rows, group, n, width).reshape(rows, group * n, width)
+    o_s, lse_s = _attend_with_lse(q, own_k, own_v, scaling, hidden[:, None])
     if prefix_len == 0:
         return o_s.reshape(rows, heads, n, dim).transpose(1, 2).to(query.dtype)
-    lse_s = l_s.log_().add_(m_s)
     # All rows' queries of one KV head form one (R*G*n, D) matrix against that head's keys.
     q_all = q.transpose(0, 1).reshape(1, kv_heads, rows * group * n, dim)
     o_p, lse_p = _attend_with_lse(q_all, prefix_k, prefix_v, scaling)
-    o_p = o_p[0].view(kv_heads, rows, group * n, dim).transpose(0, 1).float()
-    lse_p = lse_p[0].view(kv_heads, rows, group * n, 1).transpose(0, 1).float()
+    o_p = o_p[0].view(kv_heads, rows, group * n, dim).transpose(0, 1)
+    lse_p = lse_p[0].view(kv_heads, rows, group * n, 1).transpose(0, 1)
+    lse_s = lse_s[..., None]
     top = torch.maximum(lse_p, lse_s)
     w_p, w_s = (lse_p - top).exp_(), (lse_s - top).exp_()
-    out = (o_p * w_p + o_s * w_s).div_(w_p + w_s)
+    out = (o_p.float() * w_p + o_s.float() * w_s).div_(w_p + w_s)
     return out.reshape(rows, heads, n, dim).transpose(1, 2).to(query.dtype)
 
 
-def _attend_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unmasked attention of (1, Hkv, L, D) queries over (1, Hkv, P, D) keys: the normalised
-    output (1, Hkv, L, D) and the log-sum-exp of the scores (1, Hkv, L).
+def _attend_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float,
+                     hidden: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of (B, Hkv, L, D) queries over (B, Hkv, S, D) keys: the normalised output
+    (B, Hkv, L, D) and the float32 log-sum-exp of the scores (B, Hkv, L).
 
-    On a CPU this is PyTorch's flash-attention kernel, which returns the log-sum-exp and reads
-    the keys in cache-sized blocks (several times faster than the explicit product here, and
-    more so in bfloat16); elsewhere the explicit product in float32.
+    ``hidden`` (B, 1, L, S) bool marks keys a query must not see (every query sees at least
+    one). On a CPU this is PyTorch's flash-attention kernel, which returns the log-sum-exp and
+    reads the keys in cache-sized blocks (several times faster than the explicit product here,
+    and more so in bfloat16); elsewhere the explicit product in float32.
     """
     if q.device.type == "cpu":
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, False, scale=scaling)
-        return out, lse
+        mask = None
+        if hidden is not None:  # the kernel takes an additive mask in the queries' dtype
+            mask = torch.zeros(hidden.shape, dtype=q.dtype).masked_fill_(hidden, float("-inf"))
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, False, attn_mask=mask, scale=scaling)
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(scaling)
+    if hidden is not None:
+        scores.masked_fill_(hidden, float("-inf"))
     lse = scores.logsumexp(-1)
     return torch.matmul(scores.sub_(lse[..., None]).exp_(), v.float()), lse
 
