@@ -20,15 +20,16 @@ def _ids(gens):
 def test_gumbel_argmax_equals_full_vocabulary_argmax():
     torch.manual_seed(0)
     hashes = noise.token_hashes(5000, "cpu")
-    # Flat rows keep every token in the fallback, middling rows about 15% of them, peaked rows
-    # take the top-64 path.
+    # Flat rows keep every token a candidate, middling rows about 15% of them, peaked rows a few.
     scores = torch.cat([torch.randn(6, 5000) * s for s in (0.1, 8.0, 40.0)])
     keys = torch.tensor([noise.row_key(3, "q", s) for s in range(18)], dtype=torch.int32)
     steps = torch.arange(18)
-    got = noise.gumbel_argmax(scores.clone(), keys, steps, hashes)
     step_keys = noise._fmix32(keys + steps.to(torch.int32) * noise._GOLDEN)
-    full = scores + noise._gumbel(step_keys, hashes.expand(18, -1))
-    assert torch.equal(got, full.argmax(-1))
+    for temperature in (1.0, 0.7, 1.3):
+        got = noise.gumbel_argmax(scores.clone(), keys, steps, hashes, temperature)
+        full = scores / temperature + noise._gumbel(step_keys, hashes.expand(18, -1))
+        assert torch.equal(got, full.argmax(-1))
+        assert torch.equal(got, noise.gumbel_argmax(scores / temperature, keys, steps, hashes))
 
 
 def test_gumbel_argmax_draws_from_the_softmax():

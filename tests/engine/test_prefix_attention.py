@@ -4,9 +4,9 @@ the shortcut patch's extra layers, supported architectures."""
 import pytest
 import torch
 from toy import PAIRS, VOCAB
-from zerogap.decoding.shortcut import NeuronPatch
 
 from zerogap.decoding.blocking import entropy
+from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, noise, sample
 from zerogap.engine.attention import cascade, check_supported
 from zerogap.engine.cache import RowCache

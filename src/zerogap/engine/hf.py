@@ -14,8 +14,8 @@ How one call works:
 4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once (the last
    rows move into their slots), and queued samples take the free slots when enough are free.
 
-The batch size is chosen from free memory and a short timing of decode steps
-(:meth:`_Decoder._calibrate`) unless the caller fixes it.
+The batch size is chosen from free memory and the timing of the call's own first decode steps
+(:class:`_BatchSizer`) unless the caller fixes it.
 
 Sampling uses :mod:`zerogap.engine.noise`, so a sample's tokens depend on (seed, question id,
 sample index, step) and the logits only: not on batch size, batch composition or resumption.
@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -103,13 +104,30 @@ def _stop_tokens(tokenizer, stop: Sequence[str]) -> frozenset[int]:
     of them have their tail decoded).
 
     A token completes ``s`` when ``s`` lies in its text or its text starts with a non-empty
-    suffix of ``s``. The text is tried as decoded alone and with a leading space (tokenizers
-    that drop a word's leading space when it stands alone); tokens that decode to a partial
+    suffix of ``s``. The text is tried as decoded alone, with a leading space (tokenizers
+    that drop a word's leading space when it stands alone) and without its leading spaces (a
+    decode that cleans up the space before punctuation); tokens that decode to a partial
     character (U+FFFD) count as candidates too.
     """
     if not stop:
         return frozenset()
-    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    # A run calls the engine once per strategy with the same tokenizer and stop strings, and
+    # decoding a 49k vocabulary token by token takes a few tenths of a second: keep the answer.
+    known = _STOP_TOKENS.setdefault(tokenizer, {})
+    key = tuple(stop)
+    if key not in known:
+        known[key] = _find_stop_tokens(tokenizer, key)
+    return known[key]
+
+
+_STOP_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _find_stop_tokens(tokenizer, stop: tuple[str, ...]) -> frozenset[int]:
+    single = [[i] for i in range(len(tokenizer))]
+    backend = getattr(tokenizer, "_tokenizer", None)  # a fast tokenizer's Rust core
+    texts = (backend.decode_batch(single, skip_special_tokens=False) if backend is not None
+             else tokenizer.batch_decode(single))
 
     def completes(text: str) -> bool:
         return "\ufffd" in text or any(
@@ -117,7 +135,8 @@ def _stop_tokens(tokenizer, stop: Sequence[str]) -> frozenset[int]:
             for s in stop
         )
 
-    return frozenset(i for i, t in enumerate(texts) if completes(t) or completes(" " + t))
+    return frozenset(i for i, t in enumerate(texts)
+                     if completes(t) or completes(" " + t) or completes(t.lstrip()))
 
 
 def _available_bytes(device: torch.device) -> int:
@@ -129,6 +148,54 @@ def _available_bytes(device: torch.device) -> int:
         return info["MemAvailable"]
     except (OSError, KeyError, ValueError):
         return 4 << 30
+
+
+class _BatchSizer:
+    """Chooses rows per batch from the call's own first decode steps.
+
+    The batch grows 16, 32, 64, ... rows up to ``limit`` (what free memory holds, or all the call
+    needs); at each size the loop's iterations (forward pass, draw and host work: the real
+    throughput) are timed, the best of two after one untimed iteration in which rows joined.
+    Growth stops once the rate falls below 80% of the best so far (a shared machine's noise
+    should not end it early), and the size with the best rate is kept. The timed steps decode
+    real rows, so choosing costs only the few steps run below the final size; samples do not
+    depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
+    """
+
+    FIRST, TIMED = 16, 2
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self.size = min(self.FIRST, self.limit)
+        self.rates: dict[int, float] = {}
+        self.done = self.size == self.limit
+        self._times: list[float] = []  # rows per second of the timed iterations at this size
+        self._last: float | None = None  # when the previous iteration started
+        self._last_rows, self._untimed = 0, True  # its rows; whether rows joined in it
+        if self.done:
+            _log.info("batch of %d rows (all the call needs or memory holds)", self.size,
+                      extra={"engine": {"rows": self.size}})
+
+    def step(self, rows: int, *, admitted: bool, can_grow: bool) -> None:
+        """Called at the top of each loop iteration with the live ``rows`` about to decode."""
+        now = time.perf_counter()
+        if self._last is not None and not self._untimed:
+            self._times.append(self._last_rows / (now - self._last))
+        self._last, self._last_rows, self._untimed = now, rows, admitted
+        if len(self._times) < self.TIMED:
+            return
+        self.rates[self.size] = max(self._times)
+        self._times = []
+        best = max(self.rates.values())
+        if self.size == self.limit or not can_grow or self.rates[self.size] < 0.8 * best:
+            self.size = max(self.rates, key=self.rates.__getitem__)
+            self.done = True
+            _log.info("batch of %d rows; decode tok/s by rows: %s", self.size,
+                      {k: round(v) for k, v in self.rates.items()},
+                      extra={"engine": {"rows": self.size, "rates": self.rates}})
+        else:
+            self.size = min(2 * self.size, self.limit)
+            self._untimed = True
 
 
 class _Decoder:
@@ -161,7 +228,7 @@ class _Decoder:
         self.rows_needed = len(prompts) * rows_per_question
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-        self.max_rows = max_batch  # None: chosen in run() by _calibrate
+        self.max_rows = max_batch  # None: chosen in run() by a _BatchSizer
         self.cache: RowCache | None = None
         self.stop_tokens = _stop_tokens(tokenizer, self.stop)
         self.generated = 0
@@ -271,14 +338,26 @@ class _Decoder:
 
         with torch.inference_mode(), patched(patch, self.model), prefix_attention(self.model):
             self.prefix_kv = self._encode(self.ids[0][: self.prefix_len], None, 0)[1]
+            sizer = None
             if self.max_rows is None:
-                self.max_rows = self._calibrate(question_kv(queue[0][0])[1])
-            self.admit_min = max(1, min(rows_per_question, self.max_rows // 4))
+                sizer = _BatchSizer(min(self._memory_rows(), self.rows_needed))
+                self.capacity, self.max_rows = sizer.limit, sizer.size
+            else:
+                self.capacity = self.max_rows
+            self.admit_min = 1 if sizer else max(1, min(rows_per_question, self.max_rows // 4))
             while True:
+                if sizer is not None and sizer.done:
+                    self.max_rows, sizer = sizer.size, None
+                    self.admit_min = max(1, min(rows_per_question, self.max_rows // 4))
+                before = 0 if state["rows"] is None else len(state["rows"].lengths)
                 admit()
                 rows = state["rows"]
                 if rows is None or len(rows.lengths) == 0:
                     break
+                if sizer is not None:
+                    sizer.step(len(rows.lengths), admitted=len(rows.lengths) != before,
+                               can_grow=bool(queue))
+                    self.max_rows = sizer.size
                 logits = state["logits"]
                 entropy = None
                 if with_entropy:
@@ -327,48 +406,6 @@ class _Decoder:
         bar.close()
         return results
 
-    def _calibrate(self, kv) -> int:
-        """Rows per batch: the smallest size within 10% of the best decode rate measured.
-
-        Free memory bounds the candidates (:meth:`_memory_rows`); decode steps are timed at
-        16, 32, 64, ... rows (never more than the call needs), each row holding the first
-        question's keys, the best of two steps per size; doubling stops once the rate falls
-        below 80% of the best so far (a shared machine's noise should not end it early). A few
-        seconds on a CPU; the sizes and rates are logged (logger ``zerogap.engine``).
-        """
-        limit = min(self._memory_rows(), self.rows_needed)
-        sizes = [16]
-        while sizes[-1] < limit:
-            sizes.append(min(2 * sizes[-1], limit))
-        if limit <= sizes[0]:
-            _log.info("batch of %d rows (all the call needs)", limit, extra={"engine": {
-                "rows": limit}})
-            return limit
-        n = kv[0][0].shape[2]
-        cache = RowCache(self._layer_prefix(kv), self.own_layers, capacity=sizes[-1], slots=n + 2)
-        rates: dict[int, float] = {}
-        for i, size in enumerate([sizes[0], *sizes]):  # the first size warms up, uncounted
-            cache.remove(range(cache.rows))
-            cache.add(kv, size)
-            tokens = torch.zeros(size, dtype=torch.long, device=self.device)
-            best = 0.0
-            for extra in range(2):
-                position = torch.full((size,), self.prefix_len + n + extra, device=self.device)
-                t0 = time.perf_counter()
-                self._step(tokens, position, cache).sum().item()  # .item(): wait for the device
-                best = max(best, size / (time.perf_counter() - t0))
-            if i == 0:
-                continue
-            rates[size] = best
-            if best < 0.8 * max(rates.values()):
-                break
-        top = max(rates.values())
-        chosen = min(size for size, rate in rates.items() if rate >= 0.9 * top)
-        _log.info("batch of %d rows; decode tok/s by rows: %s", chosen,
-                  {k: round(v) for k, v in rates.items()},
-                  extra={"engine": {"rows": chosen, "rates": rates}})
-        return chosen
-
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
         """Append each row's new token on the host; return {row: finish reason} for rows done.
 
@@ -412,7 +449,7 @@ class _Decoder:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv)."""
         if self.cache is None:
             self.cache = RowCache(self._layer_prefix(groups[0][3]), self.own_layers,
-                                  capacity=self.max_rows, slots=self.max_own)
+                                  capacity=self.capacity, slots=self.max_own)
         new_logits, new_rows = [], []
         for q, samples, logits, kv in groups:
             n, s_len = len(samples), kv[0][0].shape[2]
@@ -476,8 +513,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default: chosen from free memory and a short timing of
-        decode steps (see :meth:`_Decoder._calibrate`).
+        Most rows decoded together; default: chosen from free memory and the timing of the
+        call's first decode steps (see :class:`_BatchSizer`).
     progress : bool
         Show a progress bar (questions done, tokens/s, ETA) on stderr.
     on_question : callable, optional
@@ -516,6 +553,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
         nonlocal vocab
         if vocab is None:
             vocab = noise.token_hashes(logits.shape[-1], logits.device)
+        if top_k is None and top_p is None:  # divide only the draw's candidates
+            return noise.gumbel_argmax(logits, rows.keys, rows.lengths, vocab, temperature)
         scores = noise.filter_top_k_top_p(logits / temperature, top_k, top_p)
         return noise.gumbel_argmax(scores, rows.keys, rows.lengths, vocab)
 

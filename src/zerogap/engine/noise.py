@@ -74,14 +74,19 @@ def _gumbel(step_keys: torch.Tensor, hashes: torch.Tensor) -> torch.Tensor:
 
 
 def gumbel_argmax(
-    scores: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor, hashes: torch.Tensor
+    scores: torch.Tensor, keys: torch.Tensor, steps: torch.Tensor, hashes: torch.Tensor,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """Draw one token per row from ``softmax(scores)``.
+    """Draw one token per row from ``softmax(scores / temperature)``.
 
     Parameters
     ----------
     scores : (R, V) float32
-        Logits already divided by the temperature (``-inf`` for banned tokens).
+        Logits (``-inf`` for banned tokens).
+    temperature : float
+        Only the candidate tokens' scores are divided by it (a few thousand of a row's V), and
+        the result equals dividing all of them first: each division is the same float operation,
+        and the candidate bound, taken before dividing, has a margin far above its rounding.
     keys : (R,) int32
         Per-sample keys from :func:`row_key`.
     steps : (R,) int
@@ -97,8 +102,9 @@ def gumbel_argmax(
     step_keys = _fmix32(keys + steps.to(torch.int32) * _GOLDEN)
     # Every token that can win lies within the noise span of its row's best score.
     best = scores.amax(-1, keepdim=True)  # (R, 1)
-    r_i, v_i = (scores >= best - _SPAN).nonzero(as_tuple=True)  # (C,) each
-    perturbed = scores[r_i, v_i] + _gumbel(step_keys[r_i], hashes[v_i][:, None])[:, 0]  # (C,)
+    r_i, v_i = (scores >= best - _SPAN * temperature).nonzero(as_tuple=True)  # (C,) each
+    noise = _gumbel(step_keys[r_i], hashes[v_i][:, None])[:, 0]
+    perturbed = scores[r_i, v_i] / temperature + noise  # (C,)
     rows = scores.shape[0]
     top = perturbed.new_full((rows,), float("-inf")).scatter_reduce(0, r_i, perturbed, "amax")
     win = perturbed == top[r_i]
