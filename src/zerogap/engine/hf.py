@@ -319,7 +319,10 @@ class _Decoder:
         def admit():
             n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
             room = self.max_rows - n_rows
-            if not queue or room <= 0 or (n_rows and room < min(self.admit_min, len(queue))):
+            # Refill once a quarter of the batch (at most a question's rows) is free, not per
+            # freed row; while the batch size is being chosen, fill up to the size on trial.
+            least = 1 if sizer is not None else max(1, min(rows_per_question, self.max_rows // 4))
+            if not queue or room <= 0 or (n_rows and room < min(least, len(queue))):
                 return
             groups = []
             while queue and room > 0:
@@ -338,17 +341,15 @@ class _Decoder:
 
         with torch.inference_mode(), patched(patch, self.model), prefix_attention(self.model):
             self.prefix_kv = self._encode(self.ids[0][: self.prefix_len], None, 0)[1]
-            sizer = None
+            sizer: _BatchSizer | None = None
             if self.max_rows is None:
                 sizer = _BatchSizer(min(self._memory_rows(), self.rows_needed))
                 self.capacity, self.max_rows = sizer.limit, sizer.size
             else:
                 self.capacity = self.max_rows
-            self.admit_min = 1 if sizer else max(1, min(rows_per_question, self.max_rows // 4))
             while True:
                 if sizer is not None and sizer.done:
                     self.max_rows, sizer = sizer.size, None
-                    self.admit_min = max(1, min(rows_per_question, self.max_rows // 4))
                 before = 0 if state["rows"] is None else len(state["rows"].lengths)
                 admit()
                 rows = state["rows"]
