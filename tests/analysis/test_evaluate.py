@@ -221,3 +221,40 @@ def test_backend_is_a_study_key(tmp_path):
     study.write_text(study.read_text().replace('"vllm"', '"tgi"'))
     with pytest.raises(ValueError, match=r"study.toml: backend must be one of hf, vllm"):
         load_study(study)
+
+
+def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
+        reduced_study, tmp_path, monkeypatch):
+    import zerogap.engine
+    from zerogap.pipelines.neurons import Journal
+
+    study = reduced_study(strategies=("identity", "shortcut"))
+    decoded = []
+    greedy = zerogap.engine.greedy
+
+    def counting_greedy(model, tokenizer, prompts, **kw):
+        decoded.append(len(prompts))
+        return greedy(model, tokenizer, prompts, **kw)
+
+    monkeypatch.setattr(zerogap.engine, "greedy", counting_greedy)
+    evaluate(study, tmp_path / "whole")
+    whole = sum(decoded)
+    (ranking,) = (tmp_path / "whole" / "neurons").glob("*.json")
+
+    record, kept = Journal.record, 7
+    def stop_after_kept(self, key, question_id, value):
+        record(self, key, question_id, value)
+        if len(self) == kept:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Journal, "record", stop_after_kept)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(study, tmp_path / "stopped")
+    (journal,) = (tmp_path / "stopped" / "neurons").glob("*.journal.jsonl")
+    monkeypatch.setattr(Journal, "record", record)
+    decoded.clear()
+    evaluate(study, tmp_path / "stopped")
+    assert sum(decoded) == whole - kept  # only what the journal lacked was decoded again
+    assert not journal.exists()
+    resumed = json.loads((tmp_path / "stopped" / "neurons" / ranking.name).read_text())
+    assert resumed["neurons"] == json.loads(ranking.read_text())["neurons"]

@@ -373,28 +373,38 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_d
 
 
 def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) -> None:
+    """Rank the setting's neurons into ``path``; each question's result is journaled beside
+    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped."""
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.models import load_model
-    from zerogap.pipelines.neurons import locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, save_neurons
 
     contaminated, clean = models("contaminated"), models("clean")
     base = load_model(s.spec.base, device=str(contaminated.model.device))
     by_id = {q.id: q for q in s.questions}
     leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
     block = study.neuron_block or mlp_width(contaminated.model)[1]
+    setup = {"task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
+             "leaked_ids": [q.id for q in leaked],
+             "calibration_ids": [q.id for q in s.calibration]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = journal_path(path)
+    journal = Journal(kept, {**setup, "block_size": block,
+                             "max_new_tokens": study.max_new_tokens})
+    journal.check_models({"base": base.fingerprint, "contaminated": contaminated.fingerprint,
+                          "uncontaminated": clean.fingerprint})
     ranking, meta = locate_neurons(
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
-        s.calibration, block_size=block, max_new_tokens=study.max_new_tokens,
+        s.calibration, block_size=block, max_new_tokens=study.max_new_tokens, journal=journal,
     )
     meta.update({
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
         "contaminated": {"spec": s.spec.contaminated, "fingerprint": contaminated.fingerprint},
         "uncontaminated": {"spec": s.spec.clean, "fingerprint": clean.fingerprint},
-        "task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
-        "leaked_ids": [q.id for q in leaked], "calibration_ids": [q.id for q in s.calibration],
+        **setup,
     })
-    path.parent.mkdir(parents=True, exist_ok=True)
     save_neurons(path, ranking, meta)
+    kept.unlink()  # everything it kept is in the ranking now
 
 
 def clean_token_ranks(model, tokenizer, prompt: str, clean_ids: Sequence[int], *,

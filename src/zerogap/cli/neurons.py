@@ -68,20 +68,19 @@ def _neurons(args) -> int:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
     from zerogap.models import check_device, check_model_spec, load_model
-    from zerogap.pipelines.neurons import Journal, locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, save_neurons
 
     check_device(args.device)
     for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
         check_model_spec(getattr(args, role))
     setup = {"task": task.name, "task_config": task.config(), "split": args.split,
              "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]}
-    journal_path = args.out.with_name(args.out.name + ".journal.jsonl")
-    resumed = journal_path.is_file()
-    journal = Journal(journal_path, {**setup, "block_size": args.block_size,
-                                     "max_new_tokens": args.max_new_tokens})
+    kept = journal_path(args.out)
+    resumed = kept.is_file()
+    journal = Journal(kept, {**setup, "block_size": args.block_size,
+                             "max_new_tokens": args.max_new_tokens})
     if resumed:
-        print(f"resuming from {journal_path} ({len(journal)} question results kept)",
-              file=sys.stderr)
+        print(f"resuming from {kept} ({len(journal)} question results kept)", file=sys.stderr)
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
@@ -96,7 +95,7 @@ def _neurons(args) -> int:
     })
     meta.update(setup)
     save_neurons(args.out, ranking, meta)
-    journal_path.unlink()  # everything it kept is in the ranking now
+    kept.unlink()  # everything it kept is in the ranking now
     print(f"ranked {len(ranking)} neurons into {args.out} (contaminated accuracy "
           f"{meta['accuracy']['contaminated']:.3f}, base {meta['accuracy']['base']:.3f} "
           f"on {len(calibration)} calibration questions)")

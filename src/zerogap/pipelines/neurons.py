@@ -144,6 +144,12 @@ def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> Non
         handle.write(json.dumps(record, indent=1) + "\n")
 
 
+def journal_path(out: str | os.PathLike) -> Path:
+    """Where a neuron location that writes ``out`` keeps its journal until ``out`` is written."""
+    out = Path(out)
+    return out.with_name(out.name + ".journal.jsonl")
+
+
 class Journal:
     """Per-question results of one neuron location, appended to a JSON Lines file as computed.
 
