@@ -10,9 +10,17 @@ perturbed scores lie within that rounding error of each other.
 
 Gumbel-max draws exactly from ``softmax(logits / T)`` (up to the 24-bit resolution of the
 uniforms). The noise is bounded, so only tokens within that bound of a row's best score can win;
-the draw hashes and compares just those (a few thousand of a 49k vocabulary at T = 0.7 for a
-small model), which is the full-vocabulary answer: a token further below loses to the best
-whatever the noise, and the noise of a token does not depend on which others are looked at.
+the draw hashes and compares just those (hundreds to a few thousand of a 49k vocabulary at
+T = 0.7 for a small model), which is the full-vocabulary answer: a token further below loses to
+the best whatever the noise, and the noise of a token does not depend on which others are
+looked at.
+
+Known deviation, kept until the scheme's next version: the largest 24-bit uniform,
+``(2**24 - 1 + 0.5) / 2**24``, rounds to exactly 1.0 in float32, so one token hash in 2**24 gets
+infinite noise and wins whenever it is among its row's candidates. That moves about
+``candidates * 2**-24`` of probability per draw (2e-5 at a few hundred candidates) towards the
+candidates, on the order of the uniforms' resolution; removing it changes draws, so it waits for
+a new :data:`SCHEME` (stored runs keep resuming under this one).
 """
 
 from __future__ import annotations
