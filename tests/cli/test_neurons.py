@@ -154,7 +154,9 @@ def test_a_journal_of_other_options_is_refused_before_any_model_loads(
     out = tmp_path / "n.json"
     interrupt(3)
     assert main(neurons_argv(folders, leaked, out)) == 130
-    assert capsys.readouterr().err == "zerogap neurons: interrupted\n"
+    # transformers' weight-loading bars may precede it (whether they show depends on earlier
+    # tests' settings), so only the last line is the command's own
+    assert capsys.readouterr().err.splitlines()[-1] == "zerogap neurons: interrupted"
     journal = tmp_path / "n.json.journal.jsonl"
     kept = journal.read_bytes()
 
