@@ -62,6 +62,26 @@ def test_row_cache_moves_last_rows_into_freed_slots():
         cache.layers[0].update(torch.ones(3, 1, 1, 1), torch.ones(3, 1, 1, 1), 0)
 
 
+def test_row_cache_grows_keeping_its_live_rows():
+    prefix = [(torch.zeros(1, 1, 2, 1), torch.zeros(1, 1, 2, 1))]
+    cache = RowCache(prefix, 1, capacity=2, slots=3)
+    cache.add([(torch.full((1, 1, 2, 1), 5.0), torch.full((1, 1, 2, 1), -5.0))], 2)
+    with pytest.raises(ValueError, match="row cache full"):
+        cache.add([(torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))], 1)
+    cache.grow(4)
+    cache.grow(3)  # never shrinks
+    assert cache.capacity == 4 and cache.layers[0].keys.shape[0] == 4
+    assert cache.lengths.tolist() == [2, 2, 0, 0] and cache.rows == 2
+    assert cache.layers[0].keys[:2, 0, :2, 0].tolist() == [[5.0, 5.0], [5.0, 5.0]]
+    assert cache.layers[0].values[:2, 0, :2, 0].tolist() == [[-5.0, -5.0], [-5.0, -5.0]]
+    cache.add([(torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))], 2)
+    assert cache.rows == 4 and cache.host_lengths == [2, 2, 1, 1]
+    # the next step writes each row's key at its own length, in the grown buffers
+    cache.layers[0].update(torch.full((4, 1, 1, 1), 9.0), torch.zeros(4, 1, 1, 1), 0)
+    assert cache.layers[0].keys[:, 0, :, 0].tolist() == [[5, 5, 9], [5, 5, 9], [1, 9, 0],
+                                                          [1, 9, 0]]
+
+
 def _plain_sample(model, tok, prompt, key_of, m, temperature, max_new, eos=VOCAB - 1):
     """The pre-cascade scheme, spelled out: m rows, each with its own copy of the whole prompt
     in a DynamicCache, the same hashed Gumbel noise; stops at EOS or the token limit."""

@@ -43,6 +43,15 @@ class _RowLayer(CacheLayerMixin):
         self.device = self.keys.device
         self.is_initialized = True
 
+    def grow(self, capacity: int) -> None:
+        """Reallocate the buffers for ``capacity`` rows, keeping the live rows."""
+        rows, width = self.owner.rows, self.owner.width
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_zeros(capacity, *old.shape[1:])
+            new[:rows, :, :width] = old[:rows, :, :width]  # the slots written so far
+            setattr(self, name, new)
+
     def lazy_initialization(self, key_states, value_states) -> None:
         """Buffers are allocated up front; nothing to do."""
 
@@ -101,6 +110,18 @@ class RowCache(Cache):
     @property
     def capacity(self) -> int:
         return len(self.lengths)
+
+    def grow(self, capacity: int) -> None:
+        """Make room for ``capacity`` rows (live rows keep their slots); never shrinks."""
+        if capacity <= self.capacity:
+            return
+        lengths = self.lengths.new_zeros(capacity)
+        lengths[: self.rows] = self.lengths[: self.rows]
+        self.lengths = lengths
+        self.row_index = torch.arange(capacity, device=lengths.device)
+        for layer in self.layers:
+            layer.grow(capacity)
+        self._index = None
 
     @property
     def visible(self) -> torch.Tensor:

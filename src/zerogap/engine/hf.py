@@ -114,9 +114,9 @@ def _stop_tokens(tokenizer, stop: Sequence[str]) -> frozenset[int]:
     # A run calls the engine once per strategy with the same tokenizer and stop strings, and
     # decoding a 49k vocabulary token by token takes a few tenths of a second: keep the answer.
     known = _STOP_TOKENS.setdefault(tokenizer, {})
-    key = tuple(stop)
+    key = (len(tokenizer), tuple(stop))  # tokens added to the tokenizer make a new answer
     if key not in known:
-        known[key] = _find_stop_tokens(tokenizer, key)
+        known[key] = _find_stop_tokens(tokenizer, key[1])
     return known[key]
 
 
@@ -334,7 +334,11 @@ class _Decoder:
                 groups.append((q, samples, *question_kv(q)))
                 if not queue or queue[0][0] != q:
                     del prefilled[q]
-            self._join(state, groups, keys)
+            # While the batch size is being chosen it doubles: the buffers grow ahead of it,
+            # to four times the size on trial (zeroing them is most of the cost of growing),
+            # never to the memory bound itself, which can be far beyond the size chosen.
+            ahead = self.max_rows if sizer is None else min(sizer.limit, 4 * self.max_rows)
+            self._join(state, groups, keys, ahead)
             for _, samples, _, _ in groups:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
@@ -344,12 +348,10 @@ class _Decoder:
             sizer: _BatchSizer | None = None
             if self.max_rows is None:
                 sizer = _BatchSizer(min(self._memory_rows(), self.rows_needed))
-                self.capacity, self.max_rows = sizer.limit, sizer.size
-            else:
-                self.capacity = self.max_rows
+                self.max_rows = sizer.size
+                if sizer.done:
+                    sizer = None
             while True:
-                if sizer is not None and sizer.done:
-                    self.max_rows, sizer = sizer.size, None
                 before = 0 if state["rows"] is None else len(state["rows"].lengths)
                 admit()
                 rows = state["rows"]
@@ -359,6 +361,8 @@ class _Decoder:
                     sizer.step(len(rows.lengths), admitted=len(rows.lengths) != before,
                                can_grow=bool(queue))
                     self.max_rows = sizer.size
+                    if sizer.done:
+                        sizer = None
                 logits = state["logits"]
                 entropy = None
                 if with_entropy:
@@ -446,11 +450,14 @@ class _Decoder:
         return [self.prefix_kv[i] if i < len(self.prefix_kv) else
                 (k[:, :, :0], v[:, :, :0]) for i, (k, v) in enumerate(kv)]
 
-    def _join(self, state, groups, keys) -> None:
-        """Append rows for ``groups`` of (question, sample list, first logits, question kv)."""
+    def _join(self, state, groups, keys, capacity: int) -> None:
+        """Append rows for ``groups`` of (question, sample list, first logits, question kv);
+        the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
         if self.cache is None:
             self.cache = RowCache(self._layer_prefix(groups[0][3]), self.own_layers,
-                                  capacity=self.capacity, slots=self.max_own)
+                                  capacity=capacity, slots=self.max_own)
+        elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
+            self.cache.grow(capacity)
         new_logits, new_rows = [], []
         for q, samples, logits, kv in groups:
             n, s_len = len(samples), kv[0][0].shape[2]
