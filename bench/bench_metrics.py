@@ -1,11 +1,14 @@
-"""Benchmark: all restoration metrics with a 10,000-replicate bootstrap, GSM8K-sized, one core.
+"""Benchmark: scoring a GSM8K-sized study, one core, against the previous method side by side.
 
-Workload (issue 2): N = 1,319 questions, m = 50 samples, six strategies, 10,000 replicates.
-Target: under 1 s on one core. The reference is a straightforward per-question Python loop
-computing the same numbers on the same resampled questions; it runs on the first replicates only
-(the full loop would take minutes) and its time is scaled to 10,000. Both must agree.
+Workload (issues 2 and 19): N = 1,319 questions, m = 50 samples, six strategies; every metric
+with its interval (48), and the paired tests ``zerogap score`` prints (each strategy against the
+best by SA-PPG and by A-PPG: 10 tests) with 10,000 swap patterns. Target: under 1 s on one core.
+The previous method (f24be4b's question bootstrap with 10,000 replicates and its percentile
+comparisons) is read from git history and timed on the same workload in the same run, so the
+ratio is measured side by side; repeats are interleaved because the machine is shared. The
+noise floor (2,000 simulations) is timed separately: it is the same in both.
 
-    python bench/bench_metrics.py [--replicates 10000] [--loop-replicates 50]
+    python bench/bench_metrics.py [--resamples 10000] [--repeats 3] [--previous f24be4b]
 """
 
 import os
@@ -15,14 +18,19 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = "1"
 
 import argparse  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from zerogap.metrics import METRIC_NAMES, strata  # noqa: E402
-from zerogap.uncertainty import _resample_within_strata, _stratum_layout, bootstrap_gaps  # noqa: E402
+from zerogap.metrics import METRIC_NAMES  # noqa: E402
+from zerogap.uncertainty import compare, gap_intervals, noise_floor  # noqa: E402
 
 N, M, K = 1319, 50, 6
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def workload(seed=0):
@@ -31,100 +39,79 @@ def workload(seed=0):
     clean = rng.binomial(M, p_clean)
     shifts = np.linspace(-0.3, 0.4, K)[:, None]
     mitigated = rng.binomial(M, np.clip(p_clean + shifts * rng.random((K, N)), 0, 1))
-    return clean, np.full(N, M), mitigated, np.full((K, N), M)
+    draws = rng.binomial(1, p_clean), rng.binomial(1, np.clip(p_clean + shifts, 0, 1))
+    return clean, np.full(N, M), mitigated, np.full((K, N), M), draws
 
 
-def loop_metrics(r_clean, r_mit, d_clean, d_mit, idx_plain, idx_strata, bins=50):
-    """All eight metrics with per-question Python loops: plain ones over idx_plain, stratified
-    ones over idx_strata (the questions each replicate drew)."""
-    plus = minus = draw_gap = 0.0
-    for q in idx_plain:
-        d = r_mit[q] - r_clean[q]
-        plus += max(d, 0.0)
-        minus += max(-d, 0.0)
-        draw_gap += d_mit[q] - d_clean[q]
-    n = len(idx_plain)
-    out = {"delta_plus": plus / n, "delta_minus": minus / n, "g_ap": abs(draw_gap) / n}
-    out["a_ppg"], out["g_app"] = (plus + minus) / n, abs(plus - minus) / n
-    sums, sizes = {}, {}
-    for q in idx_strata:
-        b = min(int(round(r_clean[q] * bins, 9)), bins - 1)
-        d = r_mit[q] - r_clean[q]
-        s_plus, s_minus = sums.get(b, (0.0, 0.0))
-        sums[b] = (s_plus + max(d, 0.0), s_minus + max(-d, 0.0))
-        sizes[b] = sizes.get(b, 0) + 1
-    out["s_delta_plus"] = sum(sums[b][0] / sizes[b] for b in sums) / len(sums)
-    out["s_delta_minus"] = sum(sums[b][1] / sizes[b] for b in sums) / len(sums)
-    out["sa_ppg"] = out["s_delta_plus"] + out["s_delta_minus"]
-    return out
+def current(data, resamples):
+    clean, m, mit, mit_m, draws = data
+    gaps = gap_intervals(clean, m, mit, mit_m, n_resamples=resamples, draw_clean=draws[0],
+                         draw_mitigated=draws[1])
+    intervals = [gaps.interval(n, metric) for n in gaps.names for metric in METRIC_NAMES]
+    best = min(gaps.names, key=lambda n: gaps.estimates[gaps.index(n)].sa_ppg)
+    tests = [compare(gaps, n, best, metric=metric) for metric in ("sa_ppg", "a_ppg")
+             for n in gaps.names if n != best]
+    return intervals, tests
+
+
+def previous_module(revision):
+    """The uncertainty module as it was at ``revision``, loaded from git history."""
+    source = subprocess.run(["git", "show", f"{revision}:src/zerogap/uncertainty.py"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    module = types.ModuleType("previous_uncertainty")
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
+    exec(compile(source, f"{revision}:uncertainty.py", "exec"), module.__dict__)
+    return module
+
+
+def previous(module, data, resamples):
+    clean, m, mit, mit_m, draws = data
+    boot = module.bootstrap_gaps(clean, m, mit, mit_m, n_boot=resamples, draw_clean=draws[0],
+                                 draw_mitigated=draws[1])
+    intervals = [boot.interval(n, metric) for n in boot.names for metric in METRIC_NAMES]
+    best = min(boot.names, key=lambda n: boot.estimates[boot.names.index(n)].sa_ppg)
+    tests = [module.compare(boot, n, best, metric=metric) for metric in ("sa_ppg", "a_ppg")
+             for n in boot.names if n != best]
+    return intervals, tests
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - start, out
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--replicates", type=int, default=10_000)
-    parser.add_argument("--loop-replicates", type=int, default=50)
+    parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--previous", default="f24be4b",
+                        help="git revision of the previous method (its bootstrap)")
     args = parser.parse_args()
-    clean, m, mit, mit_m = workload()
-    names = [f"strategy{k}" for k in range(K)]
-    draws = (clean > M // 2).astype(int), (mit > M // 2).astype(int)
+    data = workload()
+    old = previous_module(args.previous)
+    current(data, 100)  # warm-up (imports, allocator)
+    now, before = [], []
+    for _ in range(args.repeats):
+        seconds, (intervals, tests) = timed(current, data, args.resamples)
+        now.append(seconds)
+        before.append(timed(previous, old, data, args.resamples)[0])
+    floor_seconds = timed(noise_floor, data[0], data[1])[0]
 
-    bootstrap_gaps(clean, m, mit, mit_m, n_boot=100)  # warm-up (imports, allocator)
-    start = time.perf_counter()
-    boot = bootstrap_gaps(
-        clean,
-        m,
-        mit,
-        mit_m,
-        names=names,
-        n_boot=args.replicates,
-        seed=0,
-        draw_clean=draws[0],
-        draw_mitigated=draws[1],
-    )
-    intervals = [boot.interval(n, metric) for n in names for metric in METRIC_NAMES]
-    vectorised = time.perf_counter() - start
-
-    # Rebuild the first chunk's resampled questions exactly as bootstrap_gaps draws them.
-    r_clean, r_mit = clean / m, mit / mit_m
-    rng = np.random.default_rng(0)
-    first = min(1000, args.replicates)
-    idx_plain = rng.integers(0, N, size=(first, N))
-    idx_strata = _resample_within_strata(rng, _stratum_layout(strata(r_clean)), first)
-
-    start = time.perf_counter()
-    worst = 0.0
-    for c in range(args.loop_replicates):
-        for k in range(K):
-            ref = loop_metrics(
-                r_clean.tolist(),
-                r_mit[k].tolist(),
-                draws[0].tolist(),
-                draws[1][k].tolist(),
-                idx_plain[c],
-                idx_strata[c],
-            )
-            for metric, value in ref.items():
-                worst = max(worst, abs(boot.replicates[metric][k, c] - value))
-    loop = (time.perf_counter() - start) * args.replicates / args.loop_replicates
-    if worst > 1e-9:
-        raise SystemExit(f"MISMATCH: vectorised and loop replicates differ by {worst:.3g}")
-
-    print(
-        f"workload: N={N} questions, m={M}, {K} strategies, {args.replicates} replicates, 1 thread"
-    )
-    print(
-        f"vectorised (8 metrics, {len(intervals)} CIs): {vectorised:8.3f} s   target < 1 s: "
-        f"{'met' if vectorised < 1 else 'MISSED'}"
-    )
-    print(
-        f"python loop (same 8 metrics, scaled from {args.loop_replicates} replicates): "
-        f"{loop:8.1f} s"
-    )
-    print(
-        f"speed-up: {loop / vectorised:.0f}x   max |difference| on checked replicates: {worst:.1e}"
-    )
-    ci = boot.interval("strategy0", "sa_ppg")
-    print(f"example: strategy0 SA-PPG {ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]")
+    print(f"workload: N={N} questions, m={M}, {K} strategies, {args.resamples} swap patterns "
+          f"(previous: as many bootstrap replicates), 1 thread, {args.repeats} interleaved repeats")
+    print(f"current  ({len(intervals)} intervals, {len(tests)} paired tests): "
+          f"best {min(now):.3f} s, median {np.median(now):.3f} s   target < 1 s: "
+          f"{'met' if min(now) < 1 else 'MISSED'}")
+    print(f"previous ({args.previous}, question bootstrap): best {min(before):.3f} s, "
+          f"median {np.median(before):.3f} s")
+    ratios = np.asarray(before) / np.asarray(now)
+    print(f"previous / current, repeat by repeat: {', '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"noise floor (2,000 simulations, outside the target in both): {floor_seconds:.3f} s")
+    ci = intervals[METRIC_NAMES.index("sa_ppg")]
+    print(f"example: s0 SA-PPG {ci.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}]; "
+          f"{tests[0].a} - {tests[0].b}: {tests[0].difference:+.4f} "
+          f"[{tests[0].low:+.4f}, {tests[0].high:+.4f}], p = {tests[0].p_value:.4f}")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ COUNT_FIELDS = ("id", "correct", "samples", "first", "outcomes", "sample", "prov
 LMEVAL_FIELDS = ("doc_id", "resps", "target", "doc_hash", "filter", "doc", "filtered_resps")
 QA_FIELDS = ("question", "answer")
 STUDY_KEYS = ("out", "strategies", "m", "temperature", "max_new_tokens", "seed", "bins",
-              "bootstrap", "margin", "level", "calibration_size", "neuron_block", "title",
+              "resamples", "margin", "level", "calibration_size", "neuron_block", "title",
               "ablation")
 SETTING_KEYS = ("name", "clean", "contaminated", "task", "base", "task_options", "task_split",
                 "split_file", "limit")
@@ -82,15 +82,15 @@ SPLITS = records(("leaked", "unleaked"), st.lists(st.text(max_size=8) | VALUES, 
 READERS = {
     "counts": ("counts.jsonl", _contents(jsonl(records(COUNT_FIELDS))),
                lambda f, w: ["score", "--clean", f, "--mitigated", f"r={f}",
-                             "--bootstrap", "0", "--noise-sims", "5", "--json", w / "s.json"]),
+                             "--resamples", "0", "--noise-sims", "5", "--json", w / "s.json"]),
     "counts-csv": ("counts.csv", _contents(st.lists(st.lists(SCALARS.map(str), max_size=4),
                                                     max_size=4).map(
         lambda rows: "\n".join(",".join(r) for r in [list(COUNT_FIELDS[:3]), *rows]).encode())),
                    lambda f, w: ["score", "--clean", CLEAN, "--mitigated", f"r={f}",
-                                 "--bootstrap", "0", "--noise-sims", "5"]),
+                                 "--resamples", "0", "--noise-sims", "5"]),
     "lmeval-log": ("samples_gsm8k.jsonl", _contents(jsonl(records(LMEVAL_FIELDS))),
                    lambda f, w: ["score", "--clean", f, "--mitigated", f"r={f}",
-                                 "--bootstrap", "0", "--noise-sims", "5"]),
+                                 "--resamples", "0", "--noise-sims", "5"]),
     "task-jsonl": ("test.jsonl", _contents(jsonl(records(QA_FIELDS))),
                    lambda f, w: ["task", "show", "jsonl", "--path", f, "--index", "0"]),
     "exemplars": ("exemplars.jsonl", _contents(jsonl(records(QA_FIELDS))),

@@ -54,7 +54,7 @@ def test_reading_showing_and_exporting_a_run_never_import_torch(tmp_path):
         f"assert main(['runs', 'export', {str(tmp_path / 'run')!r}, '--counts', "
         f"{str(tmp_path / 'c.jsonl')!r}]) == 0; "
         f"assert main(['score', '--clean', {str(tmp_path / 'run')!r}, '--mitigated', "
-        f"'r={tmp_path / 'c.jsonl'}', '--bootstrap', '10', '--noise-sims', '10']) == 0; "
+        f"'r={tmp_path / 'c.jsonl'}', '--resamples', '10', '--noise-sims', '10']) == 0; "
         "bad = [m for m in ('torch', 'transformers', 'rapidfuzz') if m in sys.modules]; "
         "assert not bad, bad"
     )

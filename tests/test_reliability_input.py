@@ -289,10 +289,10 @@ def test_counts_past_int64_are_refused_naming_the_line(tmp_path, capsys, line):
 
 def test_a_billion_strata_are_refused_before_any_work(capsys, tmp_path):
     refused(capsys, ["score", "--clean", CLEAN, "--mitigated", f"r={CLEAN}", "--bins",
-                     "1000000000"], "--bins must be at most 10000, got 1000000000")
+                     "1000000000"], "--bins must be an integer >= 1 and <= 10000, got 1000000000")
     out = tmp_path / "out"
     refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
-                     "arith", "--bins", "1000000000", "--out", out], "bins must be at most 10000")
+                     "arith", "--bins", "1000000000", "--out", out], "bins must be an integer >= 1 and <= 10000")
     assert not out.exists()
 
 

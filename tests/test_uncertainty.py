@@ -1,20 +1,26 @@
-from math import comb
+"""Intervals, paired tests and the noise floor: mechanics checked against direct computation.
+
+Their calibration (how often they cover or reject over simulated studies) is in
+tests/test_calibration.py.
+"""
+
+import itertools
+import math
 
 import numpy as np
 import pytest
 
-from zerogap.metrics import METRIC_NAMES, restoration_gaps, strata
+from zerogap.metrics import METRIC_NAMES, restoration_gaps
+from zerogap.solve_prior import SolvePrior, fit_solve_prior
 from zerogap.uncertainty import (
-    _linear_metrics,
-    _multiplicity,
-    _resample_within_strata,
-    _stratum_layout,
-    bootstrap_gaps,
+    MIN_QUESTIONS,
+    _part_variances,
+    choose_bins,
     compare,
+    gap_intervals,
     noise_floor,
+    stratum_weights,
 )
-
-STRATIFIED = ("sa_ppg", "s_delta_plus", "s_delta_minus")
 
 
 def synthetic_runs(n=300, m=50, k=3, seed=0):
@@ -26,96 +32,178 @@ def synthetic_runs(n=300, m=50, k=3, seed=0):
     return clean, np.full(n, m), mitigated, np.full((k, n), m)
 
 
-def test_vectorised_replicates_match_metrics_recomputed_per_replicate():
-    clean, m, mit, mit_m = synthetic_runs(n=120)
-    r_clean, r_mit = clean / m, mit / mit_m
-    delta = r_mit - r_clean
-    over, under = np.maximum(delta, 0), np.maximum(-delta, 0)
-    layout = _stratum_layout(strata(r_clean))
-    order, _, sizes, group = layout
-    share = np.empty(r_clean.size)
-    share[order] = 1.0 / (sizes.size * sizes[group])
-    rng = np.random.default_rng(3)
-    idx_plain = rng.integers(0, r_clean.size, size=(25, r_clean.size))
-    idx_strata = _resample_within_strata(rng, layout, 25)
-    plain = _linear_metrics(_multiplicity(idx_plain), over, under, None, None)
-    stratified = _linear_metrics(_multiplicity(idx_strata), over, under, None, share)
-    for c in range(25):
-        for k in range(r_mit.shape[0]):
-            a = restoration_gaps(r_clean[idx_plain[c]], r_mit[k, idx_plain[c]])
-            b = restoration_gaps(r_clean[idx_strata[c]], r_mit[k, idx_strata[c]])
-            # Within-stratum resampling keeps every stratum and its size.
-            assert b.strata_sizes == restoration_gaps(r_clean, r_mit[k]).strata_sizes
-            for metric in ("g_app", "a_ppg", "delta_plus", "delta_minus"):
-                assert plain[metric][k, c] == pytest.approx(getattr(a, metric), abs=1e-12)
-            for metric in STRATIFIED:
-                assert stratified[metric][k, c] == pytest.approx(getattr(b, metric), abs=1e-12)
+def brute_force_variance(p_a, m_a, p_c, m_c, f):
+    """Var f(X / m_a - Y / m_c) by summing over every outcome pair."""
+    moments = [0.0, 0.0]
+    for x, y in itertools.product(range(m_a + 1), range(m_c + 1)):
+        prob = (math.comb(m_a, x) * p_a**x * (1 - p_a) ** (m_a - x)
+                * math.comb(m_c, y) * p_c**y * (1 - p_c) ** (m_c - y))
+        value = f(x / m_a - y / m_c)
+        moments[0] += prob * value
+        moments[1] += prob * value * value
+    return moments[1] - moments[0] ** 2
 
 
-@pytest.mark.parametrize("within", [False, True])
-def test_bootstrap_is_seeded_and_covers_every_metric(within):
+def point_masses(p, m):
+    """A SolvePrior whose posteriors sit on ``p`` (values on the 0.01 grid) exactly."""
+    grid = np.linspace(0, 1, 101)
+    posterior = np.zeros((p.size, grid.size))
+    posterior[np.arange(p.size), np.round(p * 100).astype(int)] = 1.0
+    counts = np.stack([np.zeros(p.size, int), m], axis=1)
+    return SolvePrior(grid, posterior.mean(axis=0), counts, posterior, np.arange(p.size))
+
+
+def test_per_question_variances_match_brute_force_sums():
+    p_a, p_c = np.array([0.0, 0.3, 0.9, 0.3]), np.array([0.5, 0.3, 1.0, 0.7])
+    m_a, m_c = np.array([4, 4, 7, 3]), np.array([5, 5, 2, 3])
+    got = _part_variances(point_masses(p_a, m_a), point_masses(p_c, m_c))
+    parts = {"abs": abs, "plus": lambda d: max(d, 0.0), "minus": lambda d: max(-d, 0.0),
+             "delta": lambda d: d}
+    for key, f in parts.items():
+        for q in range(4):
+            want = brute_force_variance(p_a[q], m_a[q], p_c[q], m_c[q], f)
+            assert got[key][q] == pytest.approx(want, abs=1e-12)
+
+
+def test_uncertain_solve_probabilities_average_the_variance_not_the_probability():
+    # A question seen once at 1/1: its posterior spreads, and the expected Bernoulli variance
+    # E[p(1 - p)] sits below p̄(1 - p̄) at the posterior mean.
+    prior = fit_solve_prior([0, 1] * 20, [1] * 40)
+    sure = point_masses(np.zeros(40), np.ones(40, int))
+    got = _part_variances(prior, sure)["abs"]
+    mean = prior.posterior_mean
+    assert np.all(got < mean * (1 - mean) + 1e-12)
+
+
+def test_sa_ppg_is_the_weighted_sum_its_standard_error_assumes():
+    clean, m, mit, _ = synthetic_runs(n=80, m=10)
+    r_clean, r_mit = clean / m, mit[1] / m
+    w = stratum_weights(r_clean, 10)
+    assert w.sum() == pytest.approx(1.0)
+    assert w @ np.abs(r_mit - r_clean) == pytest.approx(
+        restoration_gaps(r_clean, r_mit, bins=10).sa_ppg)
+
+
+def test_every_metric_has_an_interval_around_its_estimate():
     clean, m, mit, mit_m = synthetic_runs()
     draws = (clean > 25).astype(int), (mit > 25).astype(int)
-    kwargs = dict(n_boot=300, within_questions=within, draw_clean=draws[0], draw_mitigated=draws[1])
-    a = bootstrap_gaps(clean, m, mit, mit_m, seed=7, **kwargs)
-    b = bootstrap_gaps(clean, m, mit, mit_m, seed=7, **kwargs)
-    c = bootstrap_gaps(clean, m, mit, mit_m, seed=8, **kwargs)
-    assert set(a.replicates) == set(METRIC_NAMES)
-    for metric in METRIC_NAMES:
-        assert a.replicates[metric].shape == (3, 300)
-        np.testing.assert_array_equal(a.replicates[metric], b.replicates[metric])
-        assert not np.array_equal(a.replicates["a_ppg"], c.replicates["a_ppg"])
-        ci = a.interval("s1", metric)
-        assert ci.low <= ci.high
+    gaps = gap_intervals(clean, m, mit, mit_m, draw_clean=draws[0], draw_mitigated=draws[1])
+    for k, name in enumerate(gaps.names):
+        for metric in METRIC_NAMES:
+            ci = gaps.interval(name, metric)
+            assert ci.reason is None
+            assert 0 <= ci.low <= ci.estimate <= ci.high
+            assert ci.estimate == getattr(gaps.estimates[k], metric)
+        assert gaps.interval(name, "sa_ppg").high - gaps.interval(name, "sa_ppg").low > 0
 
 
-def test_two_level_intervals_are_wider_than_question_level_ones():
-    clean, m, mit, mit_m = synthetic_runs(m=10)
-    one = bootstrap_gaps(clean, m, mit, mit_m, n_boot=1000, seed=1)
-    two = bootstrap_gaps(clean, m, mit, mit_m, n_boot=1000, seed=1, within_questions=True)
-    for metric in ("sa_ppg", "a_ppg"):
-        w1 = one.interval("s0", metric)
-        w2 = two.interval("s0", metric)
-        assert w2.high - w2.low > w1.high - w1.low
+def test_questions_seen_at_zero_and_one_still_carry_sampling_noise():
+    # The old question bootstrap gave such runs a zero-width SA-PPG interval.
+    n = 40
+    clean = np.where(np.arange(n) < n // 2, 0, 6)
+    mit = np.where(np.arange(n) % 4 == 0, 3, clean)
+    gaps = gap_intervals(clean, np.full(n, 6), mit, np.full(n, 6), bins=50)
+    ci = gaps.interval("s0", "sa_ppg")
+    assert ci.high - ci.low > 0.01
 
 
-def test_question_level_interval_covers_the_population_value():
-    # Questions drawn from a fixed population with a known mean |Δ|; m is huge so the
-    # solve probabilities are exact and only question sampling varies.
-    rng = np.random.default_rng(11)
-    true_a_ppg = 0.1  # |Δ| = 0.2 on half of the population, 0 on the rest
-    hits, trials = 0, 120
-    for _ in range(trials):
-        clean = rng.integers(0, 6, 150)
-        mitigated = clean + 2 * (rng.random(150) < 0.5)
-        ten = np.full(150, 10)
-        boot = bootstrap_gaps(clean, ten, mitigated, ten, n_boot=400, seed=0)
-        ci = boot.interval("s0", "a_ppg")
-        hits += ci.low <= true_a_ppg <= ci.high
-    coverage = hits / trials
-    assert 0.85 <= coverage <= 0.995, coverage
+def test_too_few_questions_get_no_interval_no_test_and_no_number_to_trust():
+    n = MIN_QUESTIONS - 1
+    gaps = gap_intervals(np.full(n, 3), np.full(n, 6), [np.full(n, 5), np.full(n, 1)],
+                         np.full((2, n), 6))
+    ci = gaps.interval("s0", "sa_ppg")
+    assert ci.reason is not None and math.isnan(ci.low)
+    assert ci.to_dict()["low"] is None
+    c = compare(gaps, "s0", "s1")
+    assert c.reason is not None and not c.significant and c.to_dict()["p_value"] is None
 
 
-def test_paired_comparison():
+def exact_sign_flip_p(d, w):
+    """Two-sided p-value of the sign-flip test by enumerating every pattern directly."""
+    observed = w @ d
+    values = [w @ (np.array(signs) * d) for signs in itertools.product((1, -1), repeat=d.size)]
+    up = np.mean([v >= observed - 1e-12 for v in values])
+    down = np.mean([v <= observed + 1e-12 for v in values])
+    return min(1.0, 2 * min(up, down))
+
+
+def test_small_benchmarks_are_tested_exactly_by_enumeration():
+    rng = np.random.default_rng(3)
+    n = 13
+    clean = rng.binomial(8, rng.random(n))
+    a, b = rng.binomial(8, rng.random(n)), rng.binomial(8, rng.random(n))
+    gaps = gap_intervals(clean, np.full(n, 8), [a, b], np.full((2, n), 8), bins=5,
+                         n_resamples=2**n)
+    assert gaps.exact and gaps.swap_table[1].shape[0] == 2**n
+    for metric in ("sa_ppg", "a_ppg", "delta_plus"):
+        c = compare(gaps, "s0", "s1", metric=metric)
+        part = {"sa_ppg": np.abs, "a_ppg": np.abs, "delta_plus": lambda x: np.maximum(x, 0)}
+        d = part[metric](a / 8 - clean / 8) - part[metric](b / 8 - clean / 8)
+        w = stratum_weights(clean / 8, 5) if metric == "sa_ppg" else np.full(n, 1 / n)
+        assert c.p_value == pytest.approx(exact_sign_flip_p(d, w))
+        assert "exact" in c.method
+
+
+@pytest.mark.parametrize("metric", ["sa_ppg", "s_delta_minus", "a_ppg", "g_app", "g_ap"])
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, alternative):
+    rng = np.random.default_rng(0)
+    decided = set()
+    for trial in range(40):
+        n = 30
+        p = rng.random(n)
+        clean = rng.binomial(6, p)
+        shifts = rng.permutation([rng.choice([0.0, 0.15, 0.4]), 0.0])  # either one moves
+        p_ab = np.clip(p + shifts[:, None], 0, 1)
+        a, b = rng.binomial(6, p_ab)
+        draws = rng.binomial(1, p), rng.binomial(1, p_ab)
+        gaps = gap_intervals(clean, np.full(n, 6), [a, b], np.full((2, n), 6), bins=5,
+                             n_resamples=400, seed=trial, draw_clean=draws[0],
+                             draw_mitigated=draws[1])
+        c = compare(gaps, "s0", "s1", metric=metric, alternative=alternative)
+        if c.reason is not None:
+            continue
+        excludes = c.low > 0 or c.high < 0
+        assert excludes == c.significant, c
+        assert c.low <= c.difference <= c.high
+        decided.add(c.significant)
+    assert decided == {True, False}  # both outcomes were exercised
+
+
+def test_a_clear_difference_is_significant_and_seeded():
     clean, m, mit, mit_m = synthetic_runs()
-    same = np.stack([mit[1], mit[1], mit[0]])
-    boot = bootstrap_gaps(clean, m, same, np.stack([mit_m[0]] * 3), n_boot=500, names="abc")
-    tie = compare(boot, "a", "b")
-    assert tie.difference == 0 and tie.low == 0 and tie.high == 0 and tie.p_value == 1.0
-    better = compare(boot, "c", "a")
-    assert better.difference < 0 and better.high < 0 and better.p_value < 0.01
-    worse = compare(boot, "a", "c")
-    assert worse.difference == pytest.approx(-better.difference)
-    assert compare(boot, "c", "a", metric="a_ppg").difference < 0
-    with pytest.raises(ValueError, match="unknown strategy 'z'"):
-        compare(boot, "z", "a")
+    gaps = gap_intervals(clean, m, mit, mit_m, names=["same", "up", "down"], n_resamples=2000)
+    c = compare(gaps, "same", "up", metric="sa_ppg")
+    assert c.difference < 0 and c.high < 0 and c.p_value < 0.01
+    assert compare(gaps, "same", "up", metric="sa_ppg", alternative="less").p_value < 0.01
+    again = gap_intervals(clean, m, mit, mit_m, names=["same", "up", "down"], n_resamples=2000)
+    assert compare(again, "same", "up") == c
+
+
+def test_too_few_differing_questions_are_named_not_tested():
+    n = 20
+    clean = np.full(n, 3)
+    a = clean.copy()
+    b = clean.copy()
+    b[:4] = 6  # four questions differ: 2 / 2^4 > 0.05 for any outcome
+    gaps = gap_intervals(clean, np.full(n, 6), [a, b], np.full((2, n), 6))
+    c = compare(gaps, "s0", "s1")
+    assert c.differing == 4 and "too few questions that differ (4)" in c.reason
+    b[:6] = 6
+    gaps = gap_intervals(clean, np.full(n, 6), [a, b], np.full((2, n), 6))
+    assert compare(gaps, "s0", "s1").reason is None
+
+
+@pytest.mark.parametrize(("n", "bins"), [(1319, 50), (12, 5), (130, 5), (400, 15), (2000, 50)])
+def test_default_bins_keep_the_papers_questions_per_stratum(n, bins):
+    assert choose_bins(n) == bins
 
 
 def exact_mean_abs_gap(p, m):
-    """E|X - Y| / m for independent X, Y ~ Bin(m, p)."""
+    """E|X / m - p| for X ~ Bin(m, p): a second batch's gap to an observed first one at p."""
     k = np.arange(m + 1)
-    pmf = np.array([comb(m, i) * p**i * (1 - p) ** (m - i) for i in k])
-    return float(pmf @ np.abs(k[:, None] - k[None, :]) @ pmf) / m
+    pmf = np.array([math.comb(m, int(x)) * p**x * (1 - p) ** (m - x) for x in k])
+    return float(pmf @ np.abs(k / m - p))
 
 
 @pytest.mark.parametrize("m", [10, 50])
@@ -128,32 +216,35 @@ def test_noise_floor_matches_binomial_arithmetic(m):
     assert floor.a_ppg_upper >= floor.a_ppg and floor.sa_ppg_upper >= floor.sa_ppg
 
 
-def test_noise_floor_shrinks_with_more_samples_and_jeffreys_adds_noise_at_zero():
-    correct_10, correct_50 = np.full(200, 3), np.full(200, 15)
-    small = noise_floor(correct_10, np.full(200, 10), n_sim=500)
-    large = noise_floor(correct_50, np.full(200, 50), n_sim=500)
-    assert large.sa_ppg < small.sa_ppg and large.a_ppg < small.a_ppg
-    zeros = np.zeros(100, int), np.full(100, 50)
-    assert noise_floor(*zeros, prior="plugin", n_sim=200).a_ppg == 0
-    assert noise_floor(*zeros, prior="jeffreys", n_sim=200).a_ppg > 0
+def test_the_empirical_prior_keeps_a_benchmark_of_sure_questions_quiet():
+    # Half the questions are never solved, half always: their posteriors stay there, where
+    # Jeffreys lets every one of them move like a coin seen once.
+    counts = np.r_[np.zeros(100, int), np.full(100, 8)], np.full(200, 8)
+    empirical = noise_floor(*counts, n_sim=300)
+    jeffreys = noise_floor(*counts, n_sim=300, prior="jeffreys")
+    assert empirical.a_ppg < 0.01 < jeffreys.a_ppg
+    assert noise_floor(*counts, prior="plugin", n_sim=100).a_ppg == 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"level": 1.0}, "level"),
-        ({"n_boot": 0}, "n_boot"),
+        ({"n_resamples": 0}, "n_resamples"),
         ({"names": ["only-one"]}, "1 names for 3 strategies"),
         ({"draw_clean": np.zeros(300)}, "both draw_clean and draw_mitigated"),
     ],
 )
-def test_bootstrap_rejects_bad_parameters(kwargs, message):
+def test_bad_parameters_are_refused(kwargs, message):
     clean, m, mit, mit_m = synthetic_runs()
     with pytest.raises(ValueError, match=message):
-        bootstrap_gaps(clean, m, mit, mit_m, **kwargs)
+        gap_intervals(clean, m, mit, mit_m, **kwargs)
 
 
-def test_bootstrap_rejects_mismatched_question_counts():
+def test_mismatched_question_counts_are_refused():
     clean, m, mit, mit_m = synthetic_runs()
     with pytest.raises(ValueError, match="cover 299 questions but the clean run covers 300"):
-        bootstrap_gaps(clean, m, mit[:, 1:], mit_m[:, 1:])
+        gap_intervals(clean, m, mit[:, 1:], mit_m[:, 1:])
+    gaps = gap_intervals(clean, m, mit, mit_m)
+    with pytest.raises(ValueError, match="alternative"):
+        compare(gaps, "s0", "s1", alternative="both")

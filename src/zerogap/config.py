@@ -96,7 +96,8 @@ def check_fields(config: Any) -> None:
     Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
     ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
     sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
-    ``max`` (<=). Raises :class:`UserError` naming ``Class.field``, what it must be, and the value.
+    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field``, what it must be,
+    and the value.
     """
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
@@ -139,12 +140,13 @@ def _is_instance(value: Any, kind: Any) -> bool:
 def _within(value: float, meta: Mapping[str, Any]) -> bool:
     return (("min" not in meta or value >= meta["min"])
             and ("gt" not in meta or value > meta["gt"])
-            and ("max" not in meta or value <= meta["max"]))
+            and ("max" not in meta or value <= meta["max"])
+            and ("lt" not in meta or value < meta["lt"]))
 
 
 def _bounds(meta: Mapping[str, Any]) -> str:
     low = f">= {meta['min']}" if "min" in meta else f"> {meta['gt']}" if "gt" in meta else ""
-    high = f"<= {meta['max']}" if "max" in meta else ""
+    high = f"<= {meta['max']}" if "max" in meta else f"< {meta['lt']}" if "lt" in meta else ""
     return " " + " and ".join(b for b in (low, high) if b) if low or high else ""
 
 

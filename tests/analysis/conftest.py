@@ -49,7 +49,7 @@ def reduced_study(study_models):
                               base=str(study_models["clean"]), task="toy-arith",
                               split_file=str(study_models["split"]))
         fields = dict(settings=(setting,), strategies=STRATEGIES, m=4, max_new_tokens=6,
-                      bootstrap=200, calibration_size=2, title="reduced")
+                      resamples=200, calibration_size=2, title="reduced")
         return StudySpec(**{**fields, **changes})
 
     return make

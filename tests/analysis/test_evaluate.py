@@ -74,7 +74,7 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
     study, folder = load_study(out / "study.toml")
     assert folder == out and study.strategies == STRATEGIES and study.m == 4
     (out / "report.html").unlink()
-    assert cli.main(["report", str(out), "--bootstrap", "100"]) == 0
+    assert cli.main(["report", str(out), "--resamples", "100"]) == 0
     printed = capsys.readouterr().out
     assert "SA-PPG" in printed and "report:" in printed
     assert (out / "report.html").is_file()

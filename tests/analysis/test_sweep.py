@@ -12,7 +12,7 @@ from zerogap.analysis.study import SweepSpec, load_study
 from zerogap.pipelines.contamination import ContaminationConfig, build
 
 STUDY_FLAGS = ["--strategies", "identity,all-zero", "-m", "2", "--max-new-tokens", "4",
-               "--bootstrap", "50", "--quiet"]
+               "--resamples", "50", "--quiet"]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from zerogap.analysis.score import REPEAT, ScoredRun, ScoreSettings, all_zero, s
 from zerogap.analysis.tables import study_tables, table1, table2, table3, table4, verdict_table
 from zerogap.io.counts import QuestionCounts
 
-FAST = ScoreSettings(bootstrap=200, noise_sims=200, bins=10, margin=0.05)
+FAST = ScoreSettings(resamples=200, noise_sims=200, bins=10, margin=0.05)
 
 
 def run(name, ids, p, m, rng):
@@ -86,7 +86,7 @@ def test_a_sub_card_reads_what_its_questions_read_alone(scores):
         assert sub.estimate(name) == card.estimate(name)
         assert sub.interval(name, "sa_ppg") == card.interval(name, "sa_ppg")
     assert sub.floor == card.floor and sub.best == card.best
-    assert not sub.verdicts and len(scores.verdicts) == len(scores.strategies)
+    assert sub.verdicts == card.verdicts and len(scores.verdicts) == len(scores.strategies)
 
 
 def test_csv_and_json_carry_every_cell_with_its_interval(scores):
@@ -160,4 +160,4 @@ def test_a_study_folder_written_before_the_scorecard_still_rescores():
     old = {"bins": 10, "n_boot": 300, "level": 0.9, "margin": 0.03, "noise_sims": 200,
            "seed": 1, "within_questions": False}  # what study.json recorded before
     assert study_scoring({"scoring": old}) == ScoreSettings(
-        bins=10, bootstrap=300, level=0.9, margin=0.03, noise_sims=200, seed=1)
+        bins=10, resamples=300, level=0.9, margin=0.03, noise_sims=200, seed=1)

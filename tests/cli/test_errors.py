@@ -19,7 +19,7 @@ CLEAN = str(EXAMPLES / "clean.jsonl")
 
 
 def _score(*args):
-    return cli.main(["score", "--bootstrap", "20", "--noise-sims", "10", "--clean", *args])
+    return cli.main(["score", "--resamples", "20", "--noise-sims", "10", "--clean", *args])
 
 
 def _bad_inputs(tmp_path):
@@ -114,5 +114,5 @@ def test_score_json_carries_inputs_and_settings(tmp_path, capsys):
     capsys.readouterr()
     record = json.loads(out.read_text())
     assert record["inputs"]["clean"]["path"] == CLEAN
-    assert record["settings"]["bootstrap"] == 20 and record["best"] == "r"
-    assert record["strategies"]["r"]["restored_up_to_noise"] is True
+    assert record["settings"]["resamples"] == 20 and record["best"] == "r"
+    assert record["strategies"]["r"]["verdict"]["outcome"] == "restored"

@@ -18,7 +18,7 @@ def score_args(*extra):
     args = ["score", "--clean", str(EXAMPLES / "clean.jsonl")]
     for name in STRATEGIES:
         args += ["--mitigated", f"{name}={EXAMPLES / (name + '.jsonl')}"]
-    return [*args, "--bootstrap", "500", "--noise-sims", "200", *extra]
+    return [*args, "--resamples", "500", "--noise-sims", "200", *extra]
 
 
 def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, capsys):
@@ -33,6 +33,7 @@ def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, c
         gaps = restoration_gaps(
             clean.correct / clean.samples,
             run.correct / run.samples,
+            bins=result["settings"]["bins_used"],
             draw_clean=clean.first,
             draw_mitigated=run.first,
         )
@@ -43,6 +44,7 @@ def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, c
             assert entry["low"] <= entry["high"]
         assert f"{gaps.sa_ppg:.4f}" in table
     assert result["settings"]["g_ap_readout"] == "first sample"
+    assert result["settings"]["bins_used"] == 12  # round(300 / 26): the default for N = 300
     assert len(result["inputs"]["clean"]["sha256"]) == 64
     # The best strategy by SA-PPG is compared against every other one.
     best = min(STRATEGIES, key=lambda n: result["strategies"][n]["sa_ppg"]["estimate"])
@@ -54,7 +56,7 @@ def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, c
 
 def test_all_zero_ranks_last_under_sa_ppg_but_not_under_a_ppg(tmp_path):
     out = tmp_path / "s.json"
-    main(score_args("--json", str(out), "--bootstrap", "0"))
+    main(score_args("--json", str(out), "--resamples", "0"))
     rows = json.loads(out.read_text())["strategies"]
     sa = {n: rows[n]["sa_ppg"]["estimate"] for n in STRATEGIES}
     a = {n: rows[n]["a_ppg"]["estimate"] for n in STRATEGIES}
@@ -66,7 +68,8 @@ def test_a_margin_adds_one_verdict_per_strategy(tmp_path, capsys):
     out = tmp_path / "scores.json"
     assert main(score_args("--margin", "0.05", "--json", str(out))) == 0
     table = capsys.readouterr().out
-    assert "restoration verdicts (equivalence test, margin 0.05)" in table
+    assert ("restoration verdicts (equivalence test of SA-PPG's excess over the floor, "
+            "margin 0.05)") in table
     result = json.loads(out.read_text())
     assert result["settings"]["margin"] == 0.05
     for name in STRATEGIES:
@@ -89,7 +92,7 @@ def test_counts_without_first_sample_use_a_seeded_draw(tmp_path, capsys):
         str(tmp_path / "clean.jsonl"),
         "--mitigated",
         f"s={tmp_path / 's.jsonl'}",
-        "--bootstrap",
+        "--resamples",
         "100",
         "--noise-sims",
         "50",
@@ -108,11 +111,12 @@ def test_counts_without_first_sample_use_a_seeded_draw(tmp_path, capsys):
         (["--mitigated", "noequals"], "--mitigated expects NAME=FILE"),
         (["--mitigated", "x=missing.jsonl"], "missing.jsonl: no such file"),
         (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--bins", "0"], "--bins must be"),
-        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--level", "2"], "level must lie"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--level", "2"],
+         "--level must be a number > 0 and < 1"),
         (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--margin", "-0.1"],
          "--margin must be a number >= 0"),
-        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--margin", "0.05", "--bootstrap",
-          "0"], "--margin needs bootstrap replicates"),
+        (["--mitigated", f"r={EXAMPLES / 'railcap.jsonl'}", "--resamples", "-1"],
+         "--resamples must be an integer >= 0"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path, capsys, args, message):
@@ -156,7 +160,7 @@ def test_scoring_never_imports_torch():
     code = (
         "import sys; from zerogap.cli import main; "
         f"main(['score', '--clean', {str(EXAMPLES / 'clean.jsonl')!r}, '--mitigated', "
-        f"'r={EXAMPLES / 'railcap.jsonl'}', '--bootstrap', '10', '--noise-sims', '10']); "
+        f"'r={EXAMPLES / 'railcap.jsonl'}', '--resamples', '10', '--noise-sims', '10']); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     src = Path(__file__).resolve().parents[2] / "src"
@@ -166,31 +170,24 @@ def test_scoring_never_imports_torch():
     assert result.returncode == 0, result.stderr
 
 
-def test_tiny_strata_prompt_the_two_level_bootstrap(tmp_path, capsys):
-    ids = [f"q{i}" for i in range(12)]
-    write_counts(tmp_path / "c.jsonl", ids, range(12), [12] * 12)  # every question its own stratum
-    write_counts(tmp_path / "s.jsonl", ids, [0] * 12, [12] * 12)
-    args = [
-        "score",
-        "--clean",
-        str(tmp_path / "c.jsonl"),
-        "--mitigated",
-        f"s={tmp_path / 's.jsonl'}",
-        "--bootstrap",
-        "100",
-        "--noise-sims",
-        "20",
-    ]
-    main(args)
-    assert "rerun with --within-questions" in capsys.readouterr().out
-    main([*args, "--within-questions"])
-    assert "rerun with --within-questions" not in capsys.readouterr().out
+def test_too_few_questions_print_no_interval_and_retired_flags_say_so(tmp_path, capsys):
+    ids = [f"q{i}" for i in range(11)]
+    write_counts(tmp_path / "c.jsonl", ids, range(11), [12] * 11)
+    write_counts(tmp_path / "s.jsonl", ids, [0] * 11, [12] * 11)
+    args = ["score", "--clean", str(tmp_path / "c.jsonl"), "--mitigated",
+            f"s={tmp_path / 's.jsonl'}", "--noise-sims", "20"]
+    assert main([*args, "--within-questions", "--bootstrap", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "no intervals: too few questions (11 < 12)" in captured.out
+    assert "s: inconclusive: too few questions" in captured.out
+    assert "--within-questions is no longer needed" in captured.err
+    assert "--bootstrap is now --resamples" in captured.err
 
 
 def test_a_closed_pipe_ends_quietly():
     src = Path(__file__).resolve().parents[2] / "src"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zerogap", *score_args("--bootstrap", "50")],
+        [sys.executable, "-m", "zerogap", *score_args("--resamples", "50")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={"PYTHONPATH": str(src)},

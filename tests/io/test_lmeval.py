@@ -119,7 +119,7 @@ def test_score_and_import_read_harness_logs(docs, tmp_path, capsys):
     clean = harness_log(tmp_path / "samples_clean.jsonl", docs, responses_with(docs, right_clean))
     rail = harness_log(tmp_path / "samples_rail.jsonl", docs, responses_with(docs, right_rail))
     out = tmp_path / "scores.json"
-    argv = ["score", "--clean", str(clean), "--mitigated", f"railcap={rail}", "--bootstrap",
+    argv = ["score", "--clean", str(clean), "--mitigated", f"railcap={rail}", "--resamples",
             "50", "--noise-sims", "20", "--json", str(out)]
     assert main(argv) == 0
     result = json.loads(out.read_text())

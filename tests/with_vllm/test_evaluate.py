@@ -22,7 +22,7 @@ def evaluate_cmd(clean, contaminated, out):
     return [sys.executable, "-m", "zerogap", "evaluate", "--backend", "vllm", "--clean", clean,
             "--contaminated", contaminated, "--task", "arith", "--limit", str(QUESTIONS),
             "-m", str(M), "--max-new-tokens", "16", "--strategies", ",".join(STRATEGIES),
-            "--bootstrap", "200", "--out", str(out), *VLLM_OPTIONS]
+            "--resamples", "200", "--out", str(out), *VLLM_OPTIONS]
 
 
 @pytest.mark.slow

@@ -658,8 +658,8 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
     setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
                           contaminated=str(models / "contaminated"), task="arith",
                           split_file=str(models / "split.json"), limit=questions)
-    return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS, bins=50,
-                     bootstrap=2000, calibration_size=2, title="zerogap demo (embedded model)")
+    return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
+                     calibration_size=2, title="zerogap demo (embedded model)")
 
 
 def build_demo_models(models: Path, *, progress: bool = True) -> None:

@@ -40,11 +40,16 @@ STUDY_FORMAT = "zerogap-study"
 
 VERDICT_MEANING = (
     "Each verdict is an equivalence test against the clean model's own batch-to-batch noise "
-    "floor (the SA-PPG two independent batches of the clean model read, simulated from its "
-    "counts). The excess SA-PPG - floor gets one-sided bounds at the stated level from a "
-    "two-level bootstrap (questions, then samples). Restored: the upper bound lies below the "
-    "margin. Not restored: the lower bound lies above it. Otherwise inconclusive, with the "
-    "number of questions (or samples per question) that would decide it."
+    "floor (the SA-PPG two independent batches of the clean model read, simulated from the "
+    "empirical-Bayes spread of its solve probabilities; the 'clean, 2nd batch' row is the "
+    "measured one). The excess SA-PPG - floor gets one-sided bounds at the stated level from "
+    "SA-PPG's standard error over new samples of these questions. Restored: the upper bound "
+    "lies below the margin. Not restored: the lower bound lies above it. Otherwise "
+    "inconclusive, with the number of questions (or samples per question) that would decide "
+    "it. A strategy sampled with fewer responses per question (TED keeps only some) is "
+    "compared with a floor simulated at its own m, which is higher. Intervals in the tables: "
+    "where each metric's expectation lies for these questions over new samples of both "
+    "models; below 12 questions none is stated."
 )
 
 
@@ -72,8 +77,13 @@ def read_study(folder: Path) -> dict:
 def study_scoring(study: dict) -> ScoreSettings:
     """The scoring settings a ``study.json`` records."""
     recorded = dict(study.get("scoring", {}))
-    if "n_boot" in recorded:  # what study folders written before the one scorecard call it
-        recorded["bootstrap"] = recorded.pop("n_boot")
+    # What study folders written before the current scorecard call its settings: the question
+    # bootstrap's replicates became the paired tests' swap patterns, and every interval now
+    # includes sampling noise, so the two-level switch is gone.
+    for old in ("n_boot", "bootstrap"):
+        if old in recorded:
+            recorded["resamples"] = recorded.pop(old)
+    recorded.pop("within_questions", None)
     return ScoreSettings.from_dict(recorded)
 
 
@@ -206,7 +216,8 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.j2").render(
         title=study.get("title", folder.name), version=__version__, config=study["config"],
-        scoring=scoring, verdict_meaning=VERDICT_MEANING, tables=tables,
+        scoring=scoring, bins=next(iter(scores.values())).bins,
+        verdict_meaning=VERDICT_MEANING, tables=tables,
         settings=[{**e, "leaked_count": None if e.get("leaked") is None else len(e["leaked"])}
                   for e in entries],
         verdicts=[{"setting": name, "v": v} for name, card in scores.items()
@@ -233,6 +244,7 @@ def summary_table(report: Report) -> str:
         width = max(len(n) for n in card.strategies) + 2
         for v in card.verdicts:
             ci = card.interval(v.name, "sa_ppg")
-            lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} "
-                         f"[{ci.low:.3f}, {ci.high:.3f}]  {v.outcome}")
+            shown = "(too few questions)" if ci.reason else f"[{ci.low:.3f}, {ci.high:.3f}]"
+            lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} {shown}  "
+                         f"{v.outcome}")
     return "\n".join(lines)

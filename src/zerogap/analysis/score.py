@@ -2,13 +2,13 @@
 
 Given a clean run and one or more mitigated runs (per-question counts on the same questions),
 :func:`score` computes every restoration metric of arXiv 2608.07341 (§3: G-AP, G-APP, A-PPG,
-Δ+/Δ-, SA-PPG and its S-Δ+/S-Δ- split), bootstrap confidence intervals, the finite-sample noise
-floor, the best strategy by SA-PPG and paired comparisons against it (and, with the two-level
-bootstrap, where a rerun on the same questions would read), and returns them as a
-:class:`Scorecard` whose :meth:`Scorecard.to_dict` is the JSON ``zerogap score --json`` writes.
-A study (§5) asks for more of the same card: reference rows scored beside the strategies but
-never ranked (the clean model's second batch, All-Zero), the leaked and the unleaked questions
-as sub-cards, and restoration verdicts (``margin``); its tables are rendered from these cards.
+Δ+/Δ-, SA-PPG and its S-Δ+/S-Δ- split) with intervals (:func:`zerogap.uncertainty.gap_intervals`),
+the finite-sample noise floor, the best strategy by SA-PPG, paired randomisation tests against
+it and a restoration verdict per strategy, and returns them as a :class:`Scorecard` whose
+:meth:`Scorecard.to_dict` is the JSON ``zerogap score --json`` writes. A study (§5) asks for
+more of the same card: reference rows scored beside the strategies but never ranked (the clean
+model's second batch, All-Zero) and the leaked and the unleaked questions as sub-cards; its
+tables are rendered from these cards.
 Rendering is the command line's and :mod:`zerogap.analysis.tables`' job. Torch-free.
 
 Examples
@@ -18,7 +18,7 @@ Examples
 >>> ids = tuple(f"q{i}" for i in range(6))
 >>> clean = QuestionCounts("c", ids, np.array([0, 2, 4, 6, 8, 10]), np.full(6, 10), None, None)
 >>> same = ScoredRun("same", clean, {})
->>> card = score(ScoredRun("clean", clean, {}), [same], ScoreSettings(bootstrap=0, noise_sims=20))
+>>> card = score(ScoredRun("clean", clean, {}), [same], ScoreSettings(resamples=0, noise_sims=20))
 >>> card.best, card.estimate("same").sa_ppg
 ('same', 0.0)
 """
@@ -37,20 +37,20 @@ from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
 from zerogap.io.lmeval import LmevalLog, check_same_documents, is_lmeval_log, read_lmeval
-from zerogap.metrics import DEFAULT_BINS, MAX_BINS, METRIC_NAMES, RestorationGaps, single_draw
+from zerogap.metrics import MAX_BINS, METRIC_NAMES, RestorationGaps, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, RunStore
 from zerogap.uncertainty import (
-    BootstrapGaps,
+    GapIntervals,
     Interval,
     NoiseFloor,
     PairedComparison,
     Verdict,
-    bootstrap_gaps,
+    choose_bins,
     compare,
+    gap_intervals,
     noise_floor,
-    rerun_interval,
     restoration_verdicts,
 )
 
@@ -65,33 +65,20 @@ ALL_ZERO = "all-zero"
 class ScoreSettings(JsonConfig):
     """How a scorecard is computed; recorded in its JSON."""
 
-    bins: int = field(default=DEFAULT_BINS, metadata={"help": "SA-PPG strata B"})
-    bootstrap: int = field(default=10_000, metadata={"help": "bootstrap replicates (0: no CIs)"})
-    level: float = field(default=0.95, metadata={"help": "confidence level"})
-    within_questions: bool = field(default=False, metadata={
-        "help": "two-level bootstrap: also resample the samples within each question"})
-    noise_sims: int = field(default=2000, metadata={"help": "noise-floor simulations"})
-    seed: int = field(default=0, metadata={"help": "seed of the bootstrap and draws"})
-    margin: float | None = field(default=None, metadata={
-        "help": "equivalence margin of the restoration verdicts (none: no verdicts)"})
+    bins: int | None = field(default=None, metadata={
+        "help": "SA-PPG strata B (default: round(N / 26) kept within 5..50)", "min": 1,
+        "max": MAX_BINS})
+    resamples: int = field(default=10_000, metadata={
+        "help": "swap patterns of the paired tests (0: no paired tests)", "min": 0})
+    level: float = field(default=0.95, metadata={"help": "confidence level", "gt": 0, "lt": 1})
+    noise_sims: int = field(default=2000, metadata={"help": "noise-floor simulations", "min": 1})
+    seed: int = field(default=0, metadata={"help": "seed of the tests and draws", "min": 0})
+    margin: float = field(default=0.05, metadata={
+        "help": "equivalence margin of the restoration verdicts", "min": 0})
 
-    def __post_init__(self) -> None:
-        # Named by their command-line flags: these settings come from ``zerogap score``.
-        limits = (("--bins", self.bins, 1), ("--bootstrap", self.bootstrap, 0),
-                  ("--noise-sims", self.noise_sims, 1), ("--seed", self.seed, 0))
-        for flag, value, minimum in limits:
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise UserError(f"{flag} must be an integer >= {minimum}, got {value!r}")
-        if self.bins > MAX_BINS:
-            raise UserError(f"--bins must be at most {MAX_BINS}, got {self.bins}")
-        if not (isinstance(self.level, int | float) and 0 < self.level < 1):
-            raise UserError(f"--level must lie strictly between 0 and 1, got {self.level!r}")
-        if self.margin is not None:
-            if isinstance(self.margin, bool) or not isinstance(self.margin, int | float) \
-                    or not self.margin >= 0:
-                raise UserError(f"--margin must be a number >= 0, got {self.margin!r}")
-            if self.bootstrap == 0:
-                raise UserError("--margin needs bootstrap replicates (--bootstrap > 0)")
+    def resolved_bins(self, n_questions: int) -> int:
+        """B for a benchmark of ``n_questions``: the setting, or :func:`choose_bins`."""
+        return self.bins if self.bins is not None else choose_bins(n_questions)
 
 
 @dataclass(frozen=True)
@@ -111,29 +98,23 @@ class ScoredRun:
 class Scorecard:
     """Everything ``zerogap score`` reports (see the module docstring).
 
-    ``boot`` holds the strategies (``runs``), then the ``references``; only strategies are
-    ranked (``best``) and compared. ``subsets`` are the same card on the leaked and the
-    unleaked questions when a split was given; ``verdicts`` (all questions, one per strategy)
-    are present when ``settings.margin`` is set.
+    ``gaps`` holds the strategies (``runs``), then the ``references``; only strategies are
+    ranked (``best``), compared and given verdicts. ``subsets`` are the same card on the leaked
+    and the unleaked questions when a split was given, at the same B.
     """
 
     settings: ScoreSettings
     clean: ScoredRun
     runs: tuple[ScoredRun, ...]
-    boot: BootstrapGaps
+    gaps: GapIntervals
     draw_note: str
     floor: NoiseFloor
     best: str
     comparisons: tuple[PairedComparison, ...]
-    reruns: dict[str, dict[str, Interval]] = field(default_factory=dict)
     references: tuple[ScoredRun, ...] = ()
     label: str = "all questions"
     subsets: tuple[Scorecard, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
-
-    @property
-    def with_ci(self) -> bool:
-        return self.settings.bootstrap > 0
 
     @property
     def strategies(self) -> tuple[str, ...]:
@@ -143,6 +124,11 @@ class Scorecard:
     @property
     def n_questions(self) -> int:
         return len(self.clean.counts)
+
+    @property
+    def bins(self) -> int:
+        """The strata B every section of this card uses."""
+        return self.gaps.estimates[0].bins
 
     @property
     def clean_m(self) -> int:
@@ -156,37 +142,30 @@ class Scorecard:
 
     def estimate(self, name: str) -> RestorationGaps:
         """The :class:`~zerogap.metrics.RestorationGaps` of strategy or reference ``name``."""
-        return self.boot.estimates[self.boot.names.index(name)]
+        return self.gaps.estimates[self.gaps.index(name)]
 
     def interval(self, name: str, metric: str) -> Interval:
-        """``metric`` of strategy or reference ``name`` with its bootstrap interval."""
-        return self.boot.interval(name, metric)
+        """``metric`` of strategy or reference ``name`` with its interval."""
+        return self.gaps.interval(name, metric)
 
     def reference(self, name: str) -> ScoredRun | None:
         """The reference row called ``name``, if it was scored."""
         return next((r for r in self.references if r.name == name), None)
 
     def verdict(self, name: str) -> Verdict:
-        """The restoration verdict of strategy ``name`` (``settings.margin`` must be set)."""
+        """The restoration verdict of strategy ``name``."""
         return next(v for v in self.verdicts if v.name == name)
 
-    def restored(self, name: str) -> bool:
-        """Whether ``name``'s SA-PPG lies within the noise floor's upper quantile."""
-        return self.estimate(name).sa_ppg <= self.floor.sa_ppg_upper
-
     def _metrics(self) -> dict[str, Any]:
-        """Per strategy and reference: every metric (with its CI when bootstrapped), strata."""
+        """Per strategy and reference: every metric with its interval, strata, verdict."""
         verdicts = {v.name: v for v in self.verdicts}
         strategies = {}
-        for name, est in zip(self.boot.names, self.boot.estimates, strict=True):
+        for name, est in zip(self.gaps.names, self.gaps.estimates, strict=True):
             entry: dict[str, Any] = {"strata_used": est.strata_used,
                                      "strata_sizes": est.strata_sizes}
             for m in METRIC_NAMES:
-                ci = self.boot.interval(name, m)
-                entry[m] = ci.to_dict() if self.with_ci else {"estimate": ci.estimate}
-            entry["restored_up_to_noise"] = self.restored(name)
-            if name in self.reruns:
-                entry["rerun"] = {m: ci.to_dict() for m, ci in self.reruns[name].items()}
+                if getattr(est, m) is not None:
+                    entry[m] = self.gaps.interval(name, m).to_dict()
             if name in verdicts:
                 entry["verdict"] = verdicts[name].to_dict()
             strategies[name] = entry
@@ -206,6 +185,7 @@ class Scorecard:
             "settings": {
                 "n_questions": self.n_questions,
                 **self.settings.to_dict(),
+                "bins_used": self.bins,
                 "g_ap_readout": self.draw_note,
             },
             "strategies": self._metrics(),
@@ -304,7 +284,8 @@ def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSetti
     runs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance) for r in mitigated]
     refs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance)
             for r in references]
-    card = _card(clean, runs, refs, settings, "all questions")
+    bins = settings.resolved_bins(len(clean.counts))
+    card = _card(clean, runs, refs, settings, bins, "all questions")
     subsets = []
     if leaked is not None:
         inside = np.array([q in leaked for q in clean.counts.ids])
@@ -313,55 +294,40 @@ def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSetti
                 raise DataError(f"the split leaves no {label} questions among the "
                                 f"{card.n_questions} scored")
             subsets.append(_card(_subset(clean, mask), [_subset(r, mask) for r in runs],
-                                 [_subset(r, mask) for r in refs], settings, label))
-    verdicts: tuple[Verdict, ...] = ()
-    if settings.margin is not None:
-        c = clean.counts
-        verdicts = tuple(restoration_verdicts(
-            c.correct, c.samples, np.stack([r.counts.correct for r in runs]),
-            np.stack([r.counts.samples for r in runs]), names=[r.name for r in runs],
-            margin=settings.margin, level=settings.level, bins=settings.bins,
-            n_boot=settings.bootstrap, n_sim=settings.noise_sims, seed=settings.seed))
-    return replace(card, subsets=tuple(subsets), verdicts=verdicts)
+                                 [_subset(r, mask) for r in refs], settings, bins, label))
+    return replace(card, subsets=tuple(subsets))
 
 
 def _card(clean: ScoredRun, runs: list[ScoredRun], refs: list[ScoredRun],
-          settings: ScoreSettings, label: str) -> Scorecard:
-    """The scorecard of aligned runs on one set of questions (no subsets, no verdicts)."""
+          settings: ScoreSettings, bins: int, label: str) -> Scorecard:
+    """The scorecard of aligned runs on one set of questions (no subsets)."""
     rows = [*runs, *refs]
     names = [r.name for r in rows]
     counts = [r.counts for r in rows]
     c = clean.counts
     draw_clean, draw_mit, draw_note = _draws(c, counts, settings.seed)
-    boot = bootstrap_gaps(
-        c.correct, c.samples,
-        np.stack([r.correct for r in counts]), np.stack([r.samples for r in counts]),
-        names=names, bins=settings.bins, n_boot=max(settings.bootstrap, 1),
-        level=settings.level, seed=settings.seed, within_questions=settings.within_questions,
-        draw_clean=draw_clean, draw_mitigated=draw_mit,
+    mit_samples = np.stack([r.samples for r in counts])
+    gaps = gap_intervals(
+        c.correct, c.samples, np.stack([r.correct for r in counts]), mit_samples,
+        names=names, bins=bins, level=settings.level, n_resamples=max(settings.resamples, 1),
+        seed=settings.seed, draw_clean=draw_clean, draw_mitigated=draw_mit,
     )
     other = int(np.median(np.concatenate([r.counts.samples for r in runs])))
     floor = noise_floor(
         c.correct, c.samples,
         other_samples=None if other == int(np.median(c.samples)) else other,
-        bins=settings.bins, n_sim=settings.noise_sims, seed=settings.seed,
+        bins=bins, n_sim=settings.noise_sims, seed=settings.seed,
     )
     ranked = [r.name for r in runs]
-    best = min(ranked, key=lambda n: boot.estimates[names.index(n)].sa_ppg)
+    best = min(ranked, key=lambda n: gaps.estimates[names.index(n)].sa_ppg)
     comparisons = tuple(
-        compare(boot, name, best, metric=metric)
+        compare(gaps, name, best, metric=metric)
         for metric in ("sa_ppg", "a_ppg")
         for name in ranked
-        if name != best and settings.bootstrap > 0
+        if name != best and settings.resamples > 0
     )
-    reruns = {}
-    if settings.within_questions:  # sampling noise matters here: say where a rerun would read
-        reruns = {
-            run.name: rerun_interval(c.correct, c.samples, run.counts.correct,
-                                     run.counts.samples, bins=settings.bins,
-                                     n_sim=max(settings.noise_sims, 2), level=settings.level,
-                                     seed=settings.seed)
-            for run in runs
-        }
-    return Scorecard(settings, clean, tuple(runs), boot, draw_note, floor, best, comparisons,
-                     reruns, tuple(refs), label)
+    verdicts = tuple(v for v in restoration_verdicts(
+        gaps, c.correct, c.samples, mit_samples, margin=settings.margin,
+        n_sim=settings.noise_sims) if v.name in ranked)
+    return Scorecard(settings, clean, tuple(runs), gaps, draw_note, floor, best, comparisons,
+                     tuple(refs), label, verdicts=verdicts)

@@ -116,8 +116,8 @@ class StudySpec:
     temperature: float = 0.7
     max_new_tokens: int = 256
     seed: int = 0
-    bins: int = 50
-    bootstrap: int = 2000
+    bins: int | None = None
+    resamples: int = 10_000
     margin: float = 0.05
     level: float = 0.95
     calibration_size: int = 100
@@ -156,7 +156,7 @@ class StudySpec:
         return list(dict.fromkeys((*self.strategies, *extra)))
 
     def scoring(self) -> ScoreSettings:
-        return ScoreSettings(bins=self.bins, bootstrap=self.bootstrap, level=self.level,
+        return ScoreSettings(bins=self.bins, resamples=self.resamples, level=self.level,
                              margin=self.margin, seed=self.seed)
 
     def to_dict(self) -> dict:
@@ -215,6 +215,8 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     except tomllib.TOMLDecodeError as err:
         raise DataError(f"{path}: not valid TOML ({err})") from None
     out = data.pop("out", None)
+    if "bootstrap" in data and "resamples" not in data:  # study files written before issue 19
+        data["resamples"] = data.pop("bootstrap")
     raw_settings = data.pop("setting", [])
     sweep = None
     if "sweep" in data:

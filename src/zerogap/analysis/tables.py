@@ -1,7 +1,7 @@
 """Tables 1-4 of the paper (arXiv 2608.07341 §5) as Markdown, CSV and JSON.
 
 Every table is rendered from the settings' :class:`~zerogap.analysis.score.Scorecard` (by
-setting name): each cell is an estimate with its bootstrap CI
+setting name): each cell is an estimate with its interval
 (:class:`zerogap.uncertainty.Interval`); each table shows all questions and, when a split is
 known, the leaked and the unleaked ones (the card's sub-cards) as separate sections; every
 section carries the :data:`~zerogap.analysis.score.REPEAT` reference row (the clean model's
@@ -112,6 +112,8 @@ def _cell(ci: Interval | None, best: bool) -> str:
     if ci is None:
         return "–"
     value = f"**{ci.estimate:.4f}**" if best else f"{ci.estimate:.4f}"
+    if ci.reason is not None:
+        return f"{value} (too few questions)"
     return f"{value} [{ci.low:.3f}, {ci.high:.3f}]"
 
 
@@ -124,16 +126,12 @@ def _floor_notes(name: str, card: Scorecard) -> list[str]:
             f"SA-PPG {f.sa_ppg:.4f} (95th pct {f.sa_ppg_upper:.4f}), A-PPG {f.a_ppg:.4f} "
             f"(95th pct {f.a_ppg_upper:.4f}); the '{REPEAT}' row is the measured one"
         )
-    settings = card.settings
-    kind = ("questions, then samples within them" if settings.within_questions
-            else "questions; SA-PPG and S-Δ± within strata")
-    notes.append(f"{settings.level:.0%} bootstrap CIs ({settings.bootstrap} replicates over "
-                 f"{kind}); B = {settings.bins} strata; best of each column in bold")
-    sizes = list(card.boot.estimates[0].strata_sizes)
-    tiny = sum(s for s in sizes if s <= 2)
-    if not settings.within_questions and tiny > 0.25 * sum(sizes):
-        notes.append(f"{tiny} of {sum(sizes)} questions sit in strata of one or two, whose "
-                     "question-level CIs cannot show sampling noise (--within-questions)")
+    notes.append(f"{card.settings.level:.0%} intervals: where each metric's expectation lies "
+                 "for these questions over new samples of both models (sampling noise only); "
+                 f"B = {card.bins} strata; best of each column in bold")
+    reason = card.gaps.interval(card.gaps.names[0], "sa_ppg").reason
+    if reason is not None:
+        notes.append(f"no intervals: {reason}")
     return notes
 
 
@@ -141,7 +139,7 @@ def _metric_table(key: str, title: str, name: str, card: Scorecard, columns: Seq
                   rows: Sequence[str], extra_notes: Sequence[str] = ()) -> Table:
     sections = []
     for section in card.sections:
-        present = [r for r in rows if r in section.boot.names]
+        present = [r for r in rows if r in section.gaps.names]
         sections.append(Section(section.label, tuple(
             (r, {c: section.interval(r, c) for c in columns}) for r in present)))
     return Table(key, title, tuple(columns), tuple(METRIC_LABELS[c] for c in columns),
@@ -174,7 +172,7 @@ def table3(cards: Mapping[str, Scorecard]) -> Table:
     columns = tuple(cards)
     rows = []
     for name in names:
-        cells = {setting: (card.interval(name, "sa_ppg") if name in card.boot.names else None)
+        cells = {setting: (card.interval(name, "sa_ppg") if name in card.gaps.names else None)
                  for setting, card in cards.items()}
         rows.append((name, cells))
     notes = [_floor_notes(setting, card)[0] for setting, card in cards.items()]
@@ -218,6 +216,5 @@ def verdict_table(cards: Mapping[str, Scorecard]) -> str:
     for name, card in cards.items():
         for v in card.verdicts:
             ci = card.interval(v.name, "sa_ppg")
-            lines.append(f"| {name} | {v.name} | {ci.estimate:.4f} "
-                         f"[{ci.low:.3f}, {ci.high:.3f}] | {v.sentence()} |")
+            lines.append(f"| {name} | {v.name} | {_cell(ci, False)} | {v.sentence()} |")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from zerogap.cli.contaminate import sweep_item
 from zerogap.cli.run import add_engine_arguments, engine_options
+from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
 from zerogap.engine.load import BACKENDS, EngineOptions
 from zerogap.errors import UserError
 
@@ -30,7 +31,7 @@ EXAMPLES = """examples:
 """
 
 STUDY_FLAGS = ("strategies", "ablation", "m", "temperature", "max_new_tokens", "seed", "bins",
-               "bootstrap", "margin", "level", "calibration_size", "neuron_block", "backend")
+               "resamples", "margin", "level", "calibration_size", "neuron_block", "backend")
 SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option", "models",
                  "sweep")
 
@@ -69,8 +70,11 @@ def register(subparsers) -> None:
     g.add_argument("-T", "--temperature", type=float, default=None, help="default 0.7")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 256")
     g.add_argument("--seed", type=int, default=None, help="default 0")
-    g.add_argument("--bins", type=int, default=None, help="SA-PPG strata (default 50)")
-    g.add_argument("--bootstrap", type=int, default=None, help="replicates (default 2000)")
+    g.add_argument("--bins", type=int, default=None,
+                   help="SA-PPG strata (default: round(N / 26) kept within 5..50)")
+    g.add_argument("--resamples", type=int, default=None,
+                   help="swap patterns of the paired tests (default 10000)")
+    g.add_argument("--bootstrap", type=int, dest="resamples", help=argparse.SUPPRESS)
     g.add_argument("--margin", type=float, default=None,
                    help="verdict margin over the noise floor (default 0.05)")
     g.add_argument("--level", type=float, default=None, help="confidence (default 0.95)")
@@ -89,11 +93,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
                               epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("folder", type=Path)
-    p.add_argument("--bootstrap", type=int, default=None, help="replicates")
-    p.add_argument("--margin", type=float, default=None, help="verdict margin")
-    p.add_argument("--level", type=float, default=None, help="confidence level")
-    p.add_argument("--within-questions", action="store_true",
-                   help="two-level bootstrap CIs (questions, then samples)")
+    add_scoring_options(p)
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
@@ -256,16 +256,10 @@ def _evaluate(args) -> int:
 
 
 def _report(args) -> int:
-    from dataclasses import replace
-
     from zerogap.analysis.report import read_study, study_scoring, summary_table, write_report
 
     scoring = study_scoring(read_study(args.folder))
-    changes = {k: v for k, v in (("bootstrap", args.bootstrap), ("margin", args.margin),
-                                 ("level", args.level)) if v is not None}
-    if args.within_questions:
-        changes["within_questions"] = True
-    report = write_report(args.folder, replace(scoring, **changes))
+    report = write_report(args.folder, score_settings(scoring, scoring_changes(args)))
     print(summary_table(report))
     print(f"report: {report.html} (and {report.markdown})")
     return 0

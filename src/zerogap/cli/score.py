@@ -1,8 +1,9 @@
 """``zerogap score``: restoration metrics of one or more strategies against a clean run.
 
 Reads per-question outcome files (:mod:`zerogap.io.counts`) or run directories, prints one
-table with bootstrap CIs, the finite-sample noise floor and paired comparisons against the best
-strategy, and optionally writes everything as JSON with each input's provenance. The numbers
+table with intervals, the finite-sample noise floor, a restoration verdict per strategy and
+paired tests against the best strategy, and optionally writes everything as JSON with each
+input's provenance. The numbers
 come from :func:`zerogap.analysis.score.score`; this module only renders them.
 """
 
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from dataclasses import replace
 
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
 from zerogap.config import parse_pairs
+from zerogap.errors import UserError
 from zerogap.io.files import atomic_write, check_output
-from zerogap.metrics import DEFAULT_BINS, METRIC_LABELS, METRIC_NAMES
+from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
 
@@ -40,26 +44,60 @@ def register(subparsers) -> None:
         metavar="NAME=FILE|RUN_DIR",
         help="a strategy's per-question outcomes on the contaminated model (repeatable)",
     )
-    p.add_argument("--bins", type=int, default=DEFAULT_BINS, help="SA-PPG strata (default 50)")
-    p.add_argument(
-        "--bootstrap", type=int, default=10_000, metavar="N", help="replicates (0: no CIs)"
-    )
-    p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
-    p.add_argument(
-        "--within-questions",
-        action="store_true",
-        help="two-level bootstrap: also resample the samples within each question",
-    )
-    p.add_argument("--noise-sims", type=int, default=2000, help="noise-floor simulations")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and draws")
-    p.add_argument("--margin", type=float, metavar="M",
-                   help="also give each strategy a restoration verdict: an equivalence test of "
-                        "its SA-PPG's excess over the noise floor against this margin (e.g. 0.05)")
+    add_scoring_options(p)
     p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     p.add_argument("--lmeval-grading", default="anchor", metavar="MODE",
                    help="grader of lm-evaluation-harness logs' raw responses: anchor (default), "
                         "lmeval-strict, lmeval-strict-hash or lmeval-flexible")
     p.set_defaults(func=run)
+
+
+def add_scoring_options(p) -> None:
+    """The scoring flags ``score`` and ``report`` share (defaults: :class:`ScoreSettings`)."""
+    defaults = ScoreSettings()
+    p.add_argument("--bins", type=int, default=None, metavar="B",
+                   help="SA-PPG strata (default: round(N / 26) kept within 5..50; the paper "
+                        "uses 50 on GSM8K's 1,319 questions)")
+    p.add_argument("--resamples", type=int, default=None, metavar="N",
+                   help=f"random swap patterns of the paired tests, exact enumeration when "
+                        f"2^N is fewer (default {defaults.resamples}; 0: no paired tests)")
+    p.add_argument("--bootstrap", type=int, default=None, dest="bootstrap",
+                   help=argparse.SUPPRESS)
+    p.add_argument("--level", type=float, default=None,
+                   help=f"confidence level (default {defaults.level})")
+    p.add_argument("--within-questions", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--noise-sims", type=int, default=None,
+                   help=f"noise-floor simulations (default {defaults.noise_sims})")
+    p.add_argument("--seed", type=int, default=None,
+                   help=f"seed of the tests and draws (default {defaults.seed})")
+    p.add_argument("--margin", type=float, default=None, metavar="M",
+                   help=f"equivalence margin of the restoration verdicts: largest excess of "
+                        f"SA-PPG over the noise floor still called restored (default "
+                        f"{defaults.margin})")
+
+
+def scoring_changes(args) -> dict:
+    """The scoring settings the flags set (unset flags keep the defaults or what a study
+    recorded); the retired spellings get one line on stderr."""
+    if args.bootstrap is not None:
+        print("note: --bootstrap is now --resamples (the paired tests swap outcomes instead "
+              "of resampling questions)", file=sys.stderr)
+        if args.resamples is None:
+            args.resamples = args.bootstrap
+    if args.within_questions:
+        print("note: --within-questions is no longer needed: every interval now includes the "
+              "sampling noise of the m samples", file=sys.stderr)
+    names = ("bins", "resamples", "level", "noise_sims", "seed", "margin")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def score_settings(base: ScoreSettings, changes: dict) -> ScoreSettings:
+    """``base`` with ``changes``; a bad value is named by its flag, as the user typed it."""
+    try:
+        return replace(base, **changes)
+    except UserError as err:
+        raise UserError(re.sub(r"ScoreSettings\.(\w+)",
+                               lambda m: "--" + m.group(1).replace("_", "-"), str(err))) from None
 
 
 def _fmt_m(samples: np.ndarray) -> str:
@@ -68,9 +106,7 @@ def _fmt_m(samples: np.ndarray) -> str:
 
 
 def run(args) -> int:
-    settings = ScoreSettings(bins=args.bins, bootstrap=args.bootstrap, level=args.level,
-                             within_questions=args.within_questions, noise_sims=args.noise_sims,
-                             seed=args.seed, margin=args.margin)
+    settings = score_settings(ScoreSettings(), scoring_changes(args))
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
     out = None if args.json is None else check_output(args.json, "--json")
     check_mode(args.lmeval_grading)
@@ -86,76 +122,65 @@ def run(args) -> int:
     return 0
 
 
+INTERVAL_MEANING = (
+    "intervals: where each metric's expectation lies for these questions over new samples of "
+    "both models at the same m (sampling noise only; the questions are taken as given); "
+    "paired tests: exact when the two strategies are equal in distribution question by "
+    "question, for these questions or a new draw of them"
+)
+
+
+def _cell(ci) -> str:
+    return "too few q." if ci.reason else f"[{ci.low:.3f},{ci.high:.3f}]"
+
+
+def render_comparison(c) -> str:
+    """One paired test as a line: difference, interval and p-value (or why there is none)."""
+    head = f"{METRIC_LABELS[c.metric]:>6}  {c.a} - {c.b}: {c.difference:+.4f}"
+    if c.reason is not None:
+        return f"{head}, no test: {c.reason}"
+    p = "p < 0.001" if c.p_value < 0.001 else f"p = {c.p_value:.3f}"
+    return f"{head} [{c.low:+.4f}, {c.high:+.4f}], {p}"
+
+
 def render_table(card: Scorecard) -> str:
     """The scorecard as the text table ``zerogap score`` prints."""
-    boot, floor, with_ci = card.boot, card.floor, card.with_ci
+    gaps, floor = card.gaps, card.floor
     clean = card.clean.counts
-    est0 = boot.estimates[0]
-    width = max(10, *(len(n) for n in boot.names)) + 2
+    est0 = gaps.estimates[0]
+    width = max(10, *(len(n) for n in gaps.names)) + 2
+    default_b = " (the default for this N)" if card.settings.bins is None else ""
     lines = [
         f"{est0.n_questions} questions, clean {_fmt_m(clean.samples)}, "
-        f"B = {est0.bins} strata ({len(est0.strata_used)} non-empty)"
-        + (
-            f", {boot.n_boot} bootstrap replicates "
-            f"({'questions and samples' if boot.within_questions else 'questions'}), "
-            f"{boot.level:.0%} CIs"
-            if with_ci
-            else ", no bootstrap"
-        ),
+        f"B = {est0.bins} strata{default_b} ({len(est0.strata_used)} non-empty), "
+        f"{gaps.level:.0%} intervals",
         "",
         "strategy".ljust(width) + "".join(f"{METRIC_LABELS[m]:>14}" for m in METRIC_NAMES),
     ]
-    for name, est, run in zip(boot.names, boot.estimates, card.runs, strict=True):
+    for name, est, run in zip(gaps.names, gaps.estimates, card.runs, strict=True):
         lines.append(name.ljust(width) + "".join(f"{getattr(est, m):>14.4f}" for m in METRIC_NAMES))
-        if with_ci:
-            cells = []
-            for m in METRIC_NAMES:
-                ci = boot.interval(name, m)
-                cells.append(f"[{ci.low:.3f},{ci.high:.3f}]".rjust(14))
-            lines.append(f"  {_fmt_m(run.counts.samples)}".ljust(width) + "".join(cells))
-    sizes = np.asarray(est0.strata_sizes)
-    if with_ci and not boot.within_questions and sizes[sizes <= 2].sum() > 0.25 * sizes.sum():
-        lines += [
-            "",
-            f"note: {sizes[sizes <= 2].sum()} of {sizes.sum()} questions sit in strata of one or "
-            "two, whose question-level intervals",
-            "      cannot show sampling noise; rerun with --within-questions for SA-PPG "
-            "intervals and comparisons.",
-        ]
+        cells = [_cell(gaps.interval(name, m)).rjust(14) for m in METRIC_NAMES]
+        lines.append(f"  {_fmt_m(run.counts.samples)}".ljust(width) + "".join(cells))
+    reason = gaps.interval(gaps.names[0], "sa_ppg").reason
+    if reason is not None:
+        lines += ["", f"note: no intervals: {reason}"]
     lines += [
         "",
         "Δ+ under-suppression (inflation left in place), Δ- over-suppression (collateral damage);",
         f"A-PPG = Δ+ + Δ-, G-APP = |Δ+ - Δ-|, SA-PPG = S-Δ+ + S-Δ-. G-AP uses {card.draw_note}.",
         "",
         f"noise floor (two independent batches of the clean model"
-        f"{'' if floor.samples is None else f', the second with m = {floor.samples}'}): "
-        f"SA-PPG {floor.sa_ppg:.4f} (95th pct {floor.sa_ppg_upper:.4f}), "
+        f"{'' if floor.samples is None else f', the second with m = {floor.samples}'}, "
+        f"{floor.prior} prior): SA-PPG {floor.sa_ppg:.4f} (95th pct {floor.sa_ppg_upper:.4f}), "
         f"A-PPG {floor.a_ppg:.4f} (95th pct {floor.a_ppg_upper:.4f})",
+        "",
+        f"restoration verdicts (equivalence test of SA-PPG's excess over the floor, margin "
+        f"{card.settings.margin}):",
     ]
-    for name, est in zip(boot.names, boot.estimates, strict=True):
-        verdict = (
-            "restored up to sampling noise"
-            if card.restored(name)
-            else f"not restored ({est.sa_ppg / max(floor.sa_ppg, 1e-12):.1f}x the noise floor)"
-        )
-        lines.append(f"  {name}: {verdict}")
-    if card.verdicts:
-        lines += ["", f"restoration verdicts (equivalence test, margin {card.settings.margin}):"]
-        lines += [f"  {v.name}: {v.sentence()}" for v in card.verdicts]
-    if card.reruns:
-        lines += ["", f"where a rerun on the same questions would read ({boot.level:.0%} "
-                      "prediction intervals;", "the two-level CIs above sit higher and are not "
-                      "these):"]
-        for name, intervals in card.reruns.items():
-            sa, aa = intervals["sa_ppg"], intervals["a_ppg"]
-            lines.append(f"  {name}: SA-PPG [{sa.low:.4f}, {sa.high:.4f}], "
-                         f"A-PPG [{aa.low:.4f}, {aa.high:.4f}]")
+    lines += [f"  {v.name}: {v.sentence()}" for v in card.verdicts]
     if card.comparisons:
-        lines += ["", f"paired differences against the best strategy by SA-PPG ({card.best}):"]
-        for c in card.comparisons:
-            p = "p < 0.001" if c.p_value < 0.001 else f"p = {c.p_value:.3f}"
-            lines.append(
-                f"  {METRIC_LABELS[c.metric]:>6}  {c.a} - {c.b}: {c.difference:+.4f} "
-                f"[{c.low:+.4f}, {c.high:+.4f}], {p}"
-            )
+        lines += ["", f"paired tests against the best strategy by SA-PPG ({card.best}; "
+                      f"{card.comparisons[0].method}):"]
+        lines += [f"  {render_comparison(c)}" for c in card.comparisons]
+    lines += ["", INTERVAL_MEANING + "."]
     return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""Simulated studies whose truth is known, to check that intervals, tests and verdicts hold
+their stated error rates (issue 19's calibration suite and ``bench/calibrate_uncertainty.py``).
+
+A study is a clean model and strategies, each a vector of true per-question solve probabilities;
+a replicate draws m samples per question from each. Benchmarks are shaped like real ones: some
+questions never solved, some always, the rest spread (:func:`benchmark`). Every function returns
+rates over replicates; the callers state the criterion.
+
+Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from zerogap.metrics import strata
+from zerogap.uncertainty import (
+    _stratified_means,
+    choose_bins,
+    compare,
+    gap_intervals,
+    noise_floor,
+    restoration_verdicts,
+)
+
+
+def benchmark(n: int, rng: np.random.Generator, *, at_zero: float = 0.25,
+              at_one: float = 0.15) -> np.ndarray:
+    """(n,) true clean solve probabilities: ``at_zero`` of them 0, ``at_one`` 1, the rest
+    Beta(0.7, 0.7) (U-shaped, as instruction-tuned models' solve probabilities are)."""
+    u = rng.random(n)
+    p = rng.beta(0.7, 0.7, n)
+    p[u < at_zero] = 0.0
+    p[(u >= at_zero) & (u < at_zero + at_one)] = 1.0
+    return p
+
+
+def moved(p: np.ndarray, shift: float, rng: np.random.Generator) -> np.ndarray:
+    """``p`` with ``shift`` added on a random half of the questions, clipped to [0, 1]."""
+    return np.clip(p + shift * (rng.random(p.size) < 0.5), 0.0, 1.0)
+
+
+def expected_sa_ppg(p_clean, p_mit, m: int, bins: int, rng, sims: int = 4000) -> float:
+    """E[SA-PPG] over new samples of both models at m, by simulation (the intervals' target)."""
+    c = rng.binomial(m, p_clean, size=(sims, p_clean.size)) / m
+    a = rng.binomial(m, p_mit, size=(sims, p_clean.size)) / m
+    stratum = strata(c.ravel(), bins=bins).reshape(c.shape)
+    return float(_stratified_means(stratum, np.abs(a - c), bins).mean())
+
+
+def wilson(hits: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson interval of a rate observed as ``hits`` of ``trials``."""
+    rate = hits / trials
+    centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials**2)) \
+        / (1 + z * z / trials)
+    return centre - half, centre + half
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``hits`` of ``trials`` replicates, and how many could not be tested (``untestable``)."""
+
+    hits: int
+    trials: int
+    untestable: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.hits / max(self.trials, 1)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.hits, max(self.trials, 1))
+
+
+def paired_null(n: int, m: int, bins: int, reps: int, *, metric: str = "sa_ppg",
+                shift: float = 0.0, resamples: int = 2000, seed: int = 0) -> Rate:
+    """How often the paired test rejects "a equals b" when a and b are equal in distribution.
+
+    Each replicate draws a new benchmark, moves it by ``shift`` on half the questions (both
+    strategies alike), and samples clean, a and b independently. ``trials`` counts replicates
+    where a test was possible; ``untestable`` the others (too few differing questions).
+    """
+    rng = np.random.default_rng(seed)
+    hits = trials = 0
+    for r in range(reps):
+        p = benchmark(n, rng)
+        q = moved(p, shift, rng)
+        c, a, b = rng.binomial(m, p), rng.binomial(m, q), rng.binomial(m, q)
+        gaps = gap_intervals(c, np.full(n, m), [a, b], np.full((2, n), m), bins=bins,
+                             n_resamples=resamples, seed=r,
+                             draw_clean=rng.binomial(1, p), draw_mitigated=rng.binomial(1, [q, q]))
+        test = compare(gaps, "s0", "s1", metric=metric)
+        if test.reason is None:
+            trials += 1
+            hits += test.significant
+    return Rate(hits, trials, reps - trials)
+
+
+def interval_coverage(n: int, m: int, bins: int, reps: int, *, shift: float = 0.0,
+                      seed: int = 0) -> Rate:
+    """How often a strategy's SA-PPG interval covers its expectation over new samples of the
+    same questions (one benchmark, fixed; ``reps`` studies of it)."""
+    rng = np.random.default_rng(seed)
+    p = benchmark(n, rng)
+    q = moved(p, shift, rng)
+    truth = expected_sa_ppg(p, q, m, bins, rng)
+    hits = 0
+    for _ in range(reps):
+        c, a = rng.binomial(m, p), rng.binomial(m, q)
+        ci = gap_intervals(c, np.full(n, m), a, np.full(n, m), bins=bins).interval("s0", "sa_ppg")
+        hits += ci.low <= truth <= ci.high
+    return Rate(hits, reps)
+
+
+def verdict_errors(n: int, m: int, reps: int, *, shift: float, margin: float | None = None,
+                   seed: int = 0) -> tuple[Rate, float]:
+    """Wrong verdicts over ``reps`` studies of one benchmark whose strategy moves half the
+    questions by ``shift``. With ``shift = 0`` (equal in distribution to the clean model) the
+    error is "not restored"; otherwise the margin is half the true excess and the error is
+    "restored". Returns the rate and the margin used."""
+    rng = np.random.default_rng(seed)
+    bins = choose_bins(n)
+    p = benchmark(n, rng)
+    q = moved(p, shift, rng)
+    if margin is None:
+        excess = expected_sa_ppg(p, q, m, bins, rng) - expected_sa_ppg(p, p, m, bins, rng)
+        margin = excess / 2 if shift > 0 else 0.05
+    wrong = "not restored" if shift == 0 else "restored"
+    hits = 0
+    for r in range(reps):
+        c, a = rng.binomial(m, p), rng.binomial(m, q)
+        gaps = gap_intervals(c, np.full(n, m), a, np.full(n, m), bins=bins, seed=r)
+        (verdict,) = restoration_verdicts(gaps, c, np.full(n, m), np.full((1, n), m),
+                                          margin=margin, n_sim=300)
+        hits += verdict.outcome == wrong
+    return Rate(hits, reps), margin
+
+
+def floor_agreement(n: int, m: int, reps: int, *, prior: str = "empirical",
+                    seed: int = 0) -> tuple[float, float, float]:
+    """Mean simulated floor, mean measured second-batch SA-PPG and the standard error of their
+    difference, over ``reps`` studies (a new benchmark each)."""
+    rng = np.random.default_rng(seed)
+    bins = choose_bins(n)
+    simulated, measured = [], []
+    for r in range(reps):
+        p = benchmark(n, rng)
+        c, second = rng.binomial(m, p), rng.binomial(m, p)
+        gaps = gap_intervals(c, np.full(n, m), second, np.full(n, m), bins=bins)
+        measured.append(gaps.estimates[0].sa_ppg)
+        simulated.append(noise_floor(c, np.full(n, m), bins=bins, n_sim=300, prior=prior,
+                                     seed=r).sa_ppg)
+    diff = np.asarray(simulated) - np.asarray(measured)
+    return (float(np.mean(simulated)), float(np.mean(measured)),
+            float(diff.std(ddof=1) / math.sqrt(reps)))
