@@ -292,7 +292,8 @@ def test_a_billion_strata_are_refused_before_any_work(capsys, tmp_path):
                      "1000000000"], "--bins must be an integer >= 1 and <= 10000, got 1000000000")
     out = tmp_path / "out"
     refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
-                     "arith", "--bins", "1000000000", "--out", out], "bins must be an integer >= 1 and <= 10000")
+                     "arith", "--bins", "1000000000", "--out", out],
+            "bins must be an integer >= 1 and <= 10000")
     assert not out.exists()
 
 

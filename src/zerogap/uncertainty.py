@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -321,7 +322,7 @@ class GapIntervals:
         """
         n = self.n_questions
         keys: dict = {}
-        columns = []
+        columns: list[np.ndarray] = []
         for k in range(len(self.names)):
             for metric in LINEAR_METRICS:
                 term, w = _terms(self, k, metric)
@@ -510,8 +511,8 @@ def compare(gaps: GapIntervals, a: str, b: str, *, metric: str = "sa_ppg",
     method = ("exact (all 2^N swap patterns)" if gaps.exact
               else f"Monte Carlo ({gaps.n_resamples} random swap patterns)")
     rows = 2**gaps.n_questions if gaps.exact else gaps.n_resamples + 1
-    common = dict(level=gaps.level, alternative=alternative, method=method, patterns=rows,
-                  differing=differing)
+    common: dict[str, Any] = dict(level=gaps.level, alternative=alternative, method=method,
+                                  patterns=rows, differing=differing)
     sides = 2 if alternative == "two-sided" else 1
     reason = None
     if gaps.n_questions < MIN_QUESTIONS:
