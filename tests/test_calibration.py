@@ -69,7 +69,10 @@ def test_strategy_intervals_cover_the_expected_sa_ppg(n, m, bins, shift):
     rate = interval_coverage(n, m, bins, REPS, shift=shift, seed=n)
     low, high = rate.interval
     assert high >= 1 - NOMINAL, f"{rate}: under-covers"
-    assert rate.rate <= 0.995, f"{rate}: too wide to say anything"
+    if m >= 2:
+        # From one sample per question only the mean solve probability is identifiable, not
+        # its spread, so at m = 1 the sampling variance (and the interval) stays conservative.
+        assert rate.rate <= 0.995, f"{rate}: too wide to say anything"
 
 
 @pytest.mark.slow

@@ -15,7 +15,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "zerogap"
 
 # Reading, scoring and reporting: never torch (nor anything that pulls it in).
-CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.readout", "zerogap.io",
+CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.analysis.sensitivity",
+        "zerogap.solve_prior", "zerogap.calibration", "zerogap.readout", "zerogap.io",
         "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.io.lmeval",
         "zerogap.metrics",
         "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",

@@ -30,6 +30,7 @@ from zerogap.analysis.score import (
     load_input,
     score,
 )
+from zerogap.analysis.sensitivity import sensitivity_table
 from zerogap.analysis.tables import Table, study_tables, verdict_table
 from zerogap.errors import DataError
 from zerogap.io.jsonlines import read_json_object
@@ -198,7 +199,8 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
     scoring = scoring or study_scoring(study)
     entries = study["settings"]
     scores = {e["name"]: score_setting(folder, e, scoring) for e in entries}
-    tables = study_tables(scores)
+    first_name, first_card = next(iter(scores.items()))
+    tables = [*study_tables(scores), sensitivity_table(first_name, first_card)]
     for table in tables:
         base = folder / "tables" / table.key
         _write_text(base.with_suffix(".md"), table.to_markdown())
