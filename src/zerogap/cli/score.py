@@ -149,10 +149,10 @@ def render_table(card: Scorecard) -> str:
     clean = card.clean.counts
     est0 = gaps.estimates[0]
     width = max(10, *(len(n) for n in gaps.names)) + 2
-    default_b = " (the default for this N)" if card.settings.bins is None else ""
+    default_b = f", the default for N = {est0.n_questions}" if card.settings.bins is None else ""
     lines = [
         f"{est0.n_questions} questions, clean {_fmt_m(clean.samples)}, "
-        f"B = {est0.bins} strata{default_b} ({len(est0.strata_used)} non-empty), "
+        f"B = {est0.bins} strata ({len(est0.strata_used)} non-empty{default_b}), "
         f"{gaps.level:.0%} intervals",
         "",
         "strategy".ljust(width) + "".join(f"{METRIC_LABELS[m]:>14}" for m in METRIC_NAMES),
@@ -169,8 +169,8 @@ def render_table(card: Scorecard) -> str:
         "Δ+ under-suppression (inflation left in place), Δ- over-suppression (collateral damage);",
         f"A-PPG = Δ+ + Δ-, G-APP = |Δ+ - Δ-|, SA-PPG = S-Δ+ + S-Δ-. G-AP uses {card.draw_note}.",
         "",
-        f"noise floor (two independent batches of the clean model"
-        f"{'' if floor.samples is None else f', the second with m = {floor.samples}'}, "
+        f"noise floor (a second batch of the clean model against this one"
+        f"{'' if floor.samples is None else f', with m = {floor.samples}'}, "
         f"{floor.prior} prior): SA-PPG {floor.sa_ppg:.4f} (95th pct {floor.sa_ppg_upper:.4f}), "
         f"A-PPG {floor.a_ppg:.4f} (95th pct {floor.a_ppg_upper:.4f})",
         "",
