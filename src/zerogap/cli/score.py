@@ -72,7 +72,8 @@ def run(args) -> int:
                              within_questions=args.within_questions, noise_sims=args.noise_sims,
                              seed=args.seed, margin=args.margin)
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
-    out = None if args.json is None else check_output(args.json, "--json")
+    out = None if args.json is None else check_output(args.json, "--json",
+                                                      inputs=[args.clean, *pairs.values()])
     check_mode(args.lmeval_grading)
     clean = load_input("clean", args.clean, lmeval_grading=args.lmeval_grading)
     mitigated = [load_input(name, path, lmeval_grading=args.lmeval_grading)
