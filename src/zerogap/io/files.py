@@ -53,10 +53,12 @@ def _kind(mode: int) -> str | None:
 
 def read_bytes(path: str | os.PathLike, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a file of at most ``limit`` bytes; :class:`DataError` naming the file when
-    it is missing, a folder, a device or socket, unreadable or larger than ``limit``.
+    it is missing, a folder, not a regular file (a device, a FIFO, a socket), unreadable or
+    larger than ``limit``.
 
-    A pipe (``<(zcat log.gz)``) is read up to the limit, so a stream that never ends is
-    refused instead of filling memory.
+    A pipe is refused rather than read: a stream may never end, and inputs are read twice (once
+    for their content, once for their digest in the provenance record). The limit also holds
+    for a file that grows while it is read.
 
     >>> read_bytes("/dev/zero")
     Traceback (most recent call last):
@@ -73,7 +75,7 @@ def read_bytes(path: str | os.PathLike, *, limit: int = MAX_INPUT_BYTES) -> byte
     if stat.S_ISDIR(info.st_mode):
         raise DataError(f"{path}: is a directory, not a file")
     kind = _kind(info.st_mode)
-    if kind is not None and not stat.S_ISFIFO(info.st_mode):
+    if kind is not None:
         raise DataError(f"{path}: is {kind}, not a file")
     too_large = DataError(f"{path}: larger than the {limit:,} bytes zerogap reads from one "
                           "file; is it the right file?")

@@ -494,14 +494,18 @@ def lora_model(config: ContaminationConfig, start_spec: str):
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
                       lora_dropout=config.lora_dropout, target_modules=targets,
                       task_type="CAUSAL_LM")
+    # PEFT refuses only a list none of whose names match; one missing name of several would
+    # silently train fewer layers than asked. A name matches a module named it or ending ".name".
+    names = [name for name, _ in loaded.model.named_modules()]
+    missing = [t for t in ([] if modules == "all-linear" else targets)
+               if not any(name == t or name.endswith("." + t) for name in names)]
+    if missing:
+        linear = sorted({name.rsplit(".", 1)[-1] for name, module in loaded.model.named_modules()
+                         if isinstance(module, torch.nn.Linear)})
+        raise UserError(f"--target-modules {modules}: {start_spec} has no module "
+                        f"{', '.join(missing)}; its linear layers: {', '.join(linear)}")
     torch.manual_seed(config.seed)  # the LoRA A matrices' initialisation
-    try:
-        return loaded, get_peft_model(loaded.model, lora)
-    except ValueError as err:  # peft's "Target modules {...} not found in the base model"
-        names = sorted({name.rsplit(".", 1)[-1] for name, module in loaded.model.named_modules()
-                        if isinstance(module, torch.nn.Linear)})
-        raise UserError(f"--target-modules {modules}: {str(err).split('.')[0]} {start_spec}; "
-                        f"its linear layers: {', '.join(names)}") from None
+    return loaded, get_peft_model(loaded.model, lora)
 
 
 def _check_batch(config: ContaminationConfig) -> int:
