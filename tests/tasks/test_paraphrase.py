@@ -349,3 +349,17 @@ def test_rows_made_for_other_questions_under_the_same_ids_are_not_reused(tmp_pat
     asked = sum(server.requests.values())
     assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
     assert sum(server.requests.values()) == asked
+
+
+def test_a_row_cut_short_by_a_kill_is_dropped_and_asked_again(tmp_path, capsys, serve):
+    server = serve(_good)
+    out = tmp_path / "pq.jsonl"
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    rows = out.read_text().splitlines()
+    out.write_text(rows[0] + "\n" + rows[1][: len(rows[1]) // 2])  # killed mid-line
+    asked = sum(server.requests.values())
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    assert sum(server.requests.values()) == asked + 1  # only the cut row again
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        json.loads(r) for r in rows]
+    capsys.readouterr()

@@ -229,6 +229,20 @@ def write_fault(path: str | os.PathLike, err: OSError, kept: str) -> ResourceErr
     return ResourceError(f"cannot write {path}: {err.strerror}; {kept}; {remedy}")
 
 
+@contextlib.contextmanager
+def refused_writes(path: str | os.PathLike, kept: str) -> Iterator[None]:
+    """Inside, an ``OSError`` that is the machine refusing a write to ``path`` becomes one
+    :class:`ResourceError` (see :func:`write_fault`); for appends to a journal, which are not
+    atomic but whose cut last line is dropped on reading."""
+    try:
+        yield
+    except OSError as err:
+        fault = write_fault(path, err, kept)
+        if fault is None:
+            raise
+        raise fault from None
+
+
 def _new_file(folder: Path) -> tuple[int, Path | None]:
     """A new file in ``folder`` for writing: ``(descriptor, None)`` for an unnamed one (Linux
     ``O_TMPFILE``: nothing remains if the process dies), else ``(descriptor, its .tmp name)``."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerogap.errors import DataError, UserError
-from zerogap.io.files import atomic_write, write_fault
+from zerogap.io.files import atomic_write, refused_writes
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.base import Question
 from zerogap.tasks.extract import all_numbers, canonical
@@ -358,24 +358,19 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
     with atomic_write(path) as f:
         f.writelines(json.dumps(r) + "\n" for r in done.values())
     todo = [q for q in questions if q.id not in done]
-    try:
-        with open(path, "a", encoding="utf-8") as f, tqdm(
-            total=len(questions), initial=len(questions) - len(todo), unit="q",
-            disable=not progress, dynamic_ncols=True,
-        ) as bar:
-            for start in range(0, len(todo), CHUNK):
-                for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
-                                             max_overlap):
-                    row["key"] = keys[row["id"]]
-                    f.write(json.dumps(row) + "\n")
-                    done[row["id"]] = row
-                f.flush()
-                bar.update(min(CHUNK, len(todo) - start))
-    except OSError as err:  # a full disk: the rows before the cut are kept, the cut one dropped
-        fault = write_fault(path, err, "the rows written before are kept; rerun to resume")
-        if fault is None:
-            raise
-        raise fault from None
+    with refused_writes(path, "the rows written before are kept; rerun to resume"), \
+            open(path, "a", encoding="utf-8") as f, tqdm(
+        total=len(questions), initial=len(questions) - len(todo), unit="q",
+        disable=not progress, dynamic_ncols=True,
+    ) as bar:
+        for start in range(0, len(todo), CHUNK):
+            for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
+                                         max_overlap):
+                row["key"] = keys[row["id"]]
+                f.write(json.dumps(row) + "\n")
+                done[row["id"]] = row
+            f.flush()
+            bar.update(min(CHUNK, len(todo) - start))
     return report([done[q.id] for q in questions if q.id in done])
 
 
