@@ -14,6 +14,7 @@ left them empty or cut short (a traceback), and the ranks file then failed every
 import builtins
 import errno
 import io
+import json
 import os
 import shutil
 from pathlib import Path
@@ -150,3 +151,55 @@ def test_a_full_disk_at_each_write_of_the_study_keeps_the_old_file(study_dir, re
                 f"{name} was left cut short (disk full after {budget} bytes)"
         evaluate(reduced_study(), folder)  # space freed: the same study completes
         assert _contents(folder).keys() == complete.keys()
+
+
+_DRIVER = r'''
+import hashlib, json, os, shutil, subprocess, sys
+from pathlib import Path
+
+from zerogap import cli
+
+source, mount = Path(sys.argv[1]), Path(sys.argv[2])
+if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)]).returncode:
+    sys.exit(77)  # no tmpfs here
+study = mount / "study"
+shutil.copytree(source, study)
+def files():
+    return {str(p.relative_to(study)): p.read_bytes() for p in study.rglob("*") if p.is_file()}
+before = files()
+free = os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize
+with open(mount / "filler", "wb") as f:  # leave 24 kB: the report's figures do not fit
+    f.write(b"\0" * (free - 24_000))
+code = cli.main(["report", str(study)])
+after = files()
+(mount / "filler").unlink()  # space freed
+again = cli.main(["report", str(study)])
+changed = [n for n, d in after.items() if d != before.get(n)
+           and not (n.endswith(".svg") and d.rstrip().endswith(b"</svg>"))]
+print(json.dumps({"code": code, "again": again, "changed": changed,
+                  "new": sorted(set(after) - set(before))}))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="mounting a tmpfs needs root and unshare")
+def test_a_real_full_tmpfs_under_the_report_keeps_every_old_file(study_dir, tmp_path):
+    """The kernel's own ENOSPC: the report runs on a 16 MiB tmpfs filled to its last 24 kB,
+    mounted in a mount namespace of its own (nothing outlives the subprocess)."""
+    import subprocess
+    import sys
+
+    base, _, _ = study_dir
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    run = subprocess.run(["unshare", "-m", sys.executable, "-c", _DRIVER, str(base), str(mount)],
+                         capture_output=True, text=True, timeout=300)
+    if run.returncode == 77 or "unshare:" in run.stderr:
+        pytest.skip(f"no private tmpfs mount here: {run.stderr.strip()[-200:]}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    errors = [line for line in run.stderr.splitlines() if "error:" in line]
+    assert result["code"] == 2 and len(errors) == 1, run.stderr[-2000:]
+    assert "No space left on device" in errors[0] and "was left as it was" in errors[0]
+    assert result["changed"] == [] and result["new"] == [], result
+    assert result["again"] == 0, run.stderr[-2000:]
