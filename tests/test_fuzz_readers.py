@@ -7,7 +7,9 @@ that a file that happens to be valid still stops before any model loads (a model
 not exist, or ``--device bogus``), so an example costs milliseconds. Readers covered: counts
 files and lm-evaluation-harness logs (``score``), task JSONL (``task show jsonl``), exemplar
 files (``--exemplars``), leaked-id files (``neurons --leaked``), neuron lists
-(``--set neurons=``), study TOML files (``evaluate FILE``) and split files (``--split``).
+(``--set neurons=``), study TOML files (``evaluate FILE``; also with deeply nested and
+mistyped values, issue 22) and split files (``--split``). Study folders are fuzzed in
+``tests/analysis/test_study_folder.py``.
 """
 
 import contextlib
@@ -78,6 +80,28 @@ NEURON_LISTS = st.fixed_dictionaries({
 SPLITS = records(("leaked", "unleaked"), st.lists(st.text(max_size=8) | VALUES, max_size=3)
                  | VALUES).map(lambda r: json.dumps(r).encode())
 
+
+def nested_toml():
+    """Study files whose values nest deeply or have the wrong type (issue 22): one valid
+    setting, then a study key, a setting key or a [sweep] key set to an array nested 1 to
+    5,000 deep, or to any TOML-shaped value."""
+    setting = '[[setting]]\nclean = "./no-such-model"\ncontaminated = "embedded"\n' \
+              'task = "arith"\n'
+
+    def render(doc):
+        where, key, depth, value = doc
+        text = "[" * depth + json.dumps(value) + "]" * depth
+        if where == "study":
+            return f"{key} = {text}\n{setting}".encode()
+        if where == "setting":
+            return f"{setting}{key} = {text}\n".encode()
+        return f'[sweep]\nmodels = "."\n{key} = {text}\n'.encode()
+
+    keys = st.sampled_from((*STUDY_KEYS, *SETTING_KEYS, "models", "epochs", "copies", "sweep",
+                            "setting"))
+    return st.tuples(st.sampled_from(("study", "setting", "sweep")), keys,
+                     st.integers(0, 5000) | st.integers(0, 3), SCALARS).map(render)
+
 # reader -> (file name, what the file may hold, argv given the file and a scratch folder)
 READERS = {
     "counts": ("counts.jsonl", _contents(jsonl(records(COUNT_FIELDS))),
@@ -109,6 +133,9 @@ READERS = {
     "study-toml": ("study.toml", _contents(toml(STUDY_KEYS, SETTING_KEYS)),
                    lambda f, w: ["evaluate", f, "--out", w / "out", "--device", "bogus",
                                  "--quiet"]),
+    "study-toml-nested": ("study.toml", _contents(nested_toml()),
+                          lambda f, w: ["evaluate", f, "--out", w / "out", "--device", "bogus",
+                                        "--quiet"]),
     "split-json": ("split.json", _contents(SPLITS),
                    lambda f, w: ["evaluate", "--clean", "embedded", "--contaminated", "embedded",
                                  "--task", "arith", "--split", f, "--out", w / "out",

@@ -19,7 +19,7 @@ import numpy as np
 DEFAULT_BINS = 50
 # The most strata SA-PPG takes. Strata of width 1e-4 already put every two solve probabilities
 # c/m with a common m <= 10,000 in different strata, so finer ones change nothing for such runs,
-# while the bootstrap's per-stratum arrays grow with B (a billion strata is gigabytes).
+# while per-stratum arrays grow with B (a billion strata is gigabytes).
 MAX_BINS = 10_000
 
 # r * B is rounded to this many decimals before flooring, so that c/m values that sit exactly on

@@ -36,8 +36,9 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     # the two clean batches and the contaminated runs draw independent noise
     assert len({entry["runs"]["clean"], entry["runs"]["clean, 2nd batch"]}) == 2
     assert report.html.is_file() and report.markdown.is_file()
-    assert [t.key for t in report.tables] == ["table1", "table2", "table3", "table4"]
-    for key in ("table1", "table2", "table3", "table4"):
+    keys = ["table1", "table2", "table3", "table4", "sensitivity"]
+    assert [t.key for t in report.tables] == keys
+    for key in keys:
         for ext in ("md", "csv", "json"):
             assert (out / "tables" / f"{key}.{ext}").stat().st_size > 0
     assert {p.suffix for p in report.figures} == {".png", ".svg"}

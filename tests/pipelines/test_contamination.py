@@ -148,9 +148,11 @@ def test_gsm8k_defaults_split_660_659_and_train_in_the_8_shot_format(gsm8k_dir):
 def test_pq_domain_trains_on_paraphrases_with_the_original_solutions(tmp_path):
     config = ContaminationConfig(task="arith", task_options=TASK, train_questions=4)
     original = plan(config)
-    texts = {q.id: f"Reworded item {q.id}: {q.text}" for q in original.task.questions()}
+    originals = {q.id: q.text for q in original.task.questions()}
+    texts = {q: f"Reworded item {q}: {t}" for q, t in originals.items()}
     pq = tmp_path / "pq.jsonl"
-    pq.write_text("".join(json.dumps({"id": q, "text": t, "status": "rewritten"}) + "\n"
+    pq.write_text("".join(json.dumps({"id": q, "original": originals[q], "text": t,
+                                      "status": "rewritten"}) + "\n"
                           for q, t in texts.items()))
     prepared = plan(ContaminationConfig(**{**config.to_dict(), "paraphrases": str(pq)}))
     assert [e.completion for e in prepared.leaked] == [e.completion for e in original.leaked]
@@ -159,8 +161,23 @@ def test_pq_domain_trains_on_paraphrases_with_the_original_solutions(tmp_path):
     assert prepared.clean == original.clean
     assert prepared.data["paraphrases"]["flagged_leaked"] == 0
 
-    pq.write_text(json.dumps({"id": "test-0", "text": "only one", "status": "rewritten"}) + "\n")
+    pq.write_text(json.dumps({"id": "test-0", "original": originals["test-0"],
+                              "text": "only one", "status": "rewritten"}) + "\n")
     with pytest.raises(ValueError, match=f"{pq}: no paraphrase for"):
+        plan(ContaminationConfig(**{**config.to_dict(), "paraphrases": str(pq)}))
+
+
+def test_paraphrases_of_other_questions_under_the_same_ids_are_refused(tmp_path):
+    """Issue 22: a PQ file made for another task seed names other questions by the same ids;
+    on f24be4b M_co trained on those rewrites as if they were of its own leaked questions."""
+    config = ContaminationConfig(task="arith", task_options=TASK, train_questions=4)
+    other = plan(ContaminationConfig(**{**config.to_dict(),
+                                        "task_options": {**TASK, "seed": 99}}))
+    pq = tmp_path / "pq.jsonl"
+    pq.write_text("".join(json.dumps({"id": q.id, "original": q.text, "text": "Reworded: "
+                                      + q.text, "status": "rewritten"}) + "\n"
+                          for q in other.task.questions()))
+    with pytest.raises(ValueError, match="was made from another question text"):
         plan(ContaminationConfig(**{**config.to_dict(), "paraphrases": str(pq)}))
 
 

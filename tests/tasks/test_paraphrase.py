@@ -220,3 +220,146 @@ def test_local_backend_on_the_embedded_model(tmp_path):
             assert check_rewrite(row["original"], row["text"]) is None
         else:
             assert row["text"] == row["original"] and row["attempts"] == 2 and row["reason"]
+
+
+# -- issue 22: secrets across redirects and in URLs, an unset key, the cache's key ---------------
+
+class Redirector:
+    """A server that answers every request with ``status`` and ``Location: target``."""
+
+    def __init__(self, status, target):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.send_response(status)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Recorder(Server):
+    """:class:`Server` that also records GET requests (urllib turns a POST redirected by 302
+    into a GET) with their Authorization header."""
+
+    def __init__(self, behaviour):
+        super().__init__(behaviour)
+        handler = self.httpd.RequestHandlerClass
+        auth = self.auth
+
+        def do_GET(self):
+            auth.add(self.headers.get("Authorization"))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        handler.do_GET = do_GET
+
+
+def _paraphrase_argv(url, out, *extra):
+    return ["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--limit", "2",
+            "--backend", "endpoint", "--base-url", url, "--endpoint-model", "m", "--quiet",
+            "--out", str(out), *extra]
+
+
+def _good(text, count):
+    return 200, "Rewritten: A puzzle about " + " then ".join(re.findall(r"\d+", text)) + "?"
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_a_redirect_to_another_origin_never_carries_the_key(tmp_path, monkeypatch, capsys,
+                                                            status):
+    monkeypatch.setenv("ZG_TEST_KEY", KEY)
+    elsewhere = Recorder(_good)
+    redirector = Redirector(status, elsewhere.url + "/chat/completions")
+    try:
+        code = cli.main(_paraphrase_argv(redirector.url, tmp_path / "pq.jsonl",
+                                         "--api-key-env", "ZG_TEST_KEY"))
+    finally:
+        redirector.close()
+        elsewhere.close()
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"redirected (HTTP {status}) to another origin, {elsewhere.url}" in err
+    assert f"Bearer {KEY}" not in elsewhere.auth and KEY not in err
+    assert not elsewhere.requests  # nothing was sent there at all
+
+
+def test_credentials_in_the_base_url_are_never_recorded(tmp_path, capsys, serve):
+    server = serve(_good)
+    out = tmp_path / "pq.jsonl"
+    secret = "qs-secret-77"
+    assert cli.main(_paraphrase_argv(f"{server.url}?key={secret}", out,
+                                     "--api-key-env", "")) == 0
+    printed = capsys.readouterr()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and secret not in out.read_text() + printed.out + printed.err
+    assert rows[0]["backend"] == f"endpoint:{server.url}/chat/completions?key=REDACTED:m"
+
+    password = "pw-hunter2"
+    code = cli.main(_paraphrase_argv(server.url.replace("//", f"//bob:{password}@"),
+                                     tmp_path / "other.jsonl"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "holds a user or password" in err, err
+    assert password not in err and not (tmp_path / "other.jsonl").exists()
+
+
+def test_an_unset_key_variable_is_warned_about(tmp_path, capsys, serve, monkeypatch):
+    monkeypatch.delenv("ZG_UNSET_KEY", raising=False)
+    server = serve(_good)
+    assert cli.main(_paraphrase_argv(server.url, tmp_path / "pq.jsonl",
+                                     "--api-key-env", "ZG_UNSET_KEY")) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: $ZG_UNSET_KEY is not set" in err, err
+    assert server.auth == {None}
+    # Saying so (--api-key-env '') sends no key without the warning.
+    assert cli.main(_paraphrase_argv(server.url, tmp_path / "pq2.jsonl", "--api-key-env", "")) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_rows_made_for_other_questions_under_the_same_ids_are_not_reused(tmp_path, capsys,
+                                                                         serve):
+    """Another task seed gives other questions the same ids: on f24be4b the rerun counted the
+    other questions' rewrites as this run's."""
+    server = serve(_good)
+    out = tmp_path / "pq.jsonl"
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    capsys.readouterr()
+    before = out.read_bytes()
+    code = cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "", "--task-option",
+                                     "seed=5"))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "cannot be reused: its question's text differs" in err
+    assert out.read_bytes() == before  # nothing rewritten, nothing lost
+    # Another temperature is another setting the rewrites depend on.
+    code = cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "", "-T", "0.9"))
+    assert code == 2 and "another model, prompt or setting" in capsys.readouterr().err
+    # The same command again reuses every row and asks nothing.
+    asked = sum(server.requests.values())
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    assert sum(server.requests.values()) == asked
+
+
+def test_a_row_cut_short_by_a_kill_is_dropped_and_asked_again(tmp_path, capsys, serve):
+    server = serve(_good)
+    out = tmp_path / "pq.jsonl"
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    rows = out.read_text().splitlines()
+    out.write_text(rows[0] + "\n" + rows[1][: len(rows[1]) // 2])  # killed mid-line
+    asked = sum(server.requests.values())
+    assert cli.main(_paraphrase_argv(server.url, out, "--api-key-env", "")) == 0
+    assert sum(server.requests.values()) == asked + 1  # only the cut row again
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        json.loads(r) for r in rows]
+    capsys.readouterr()

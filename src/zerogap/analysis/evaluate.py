@@ -42,6 +42,7 @@ from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, writ
 from zerogap.analysis.score import REPEAT
 from zerogap.analysis.study import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 from zerogap.errors import DataError, UserError, ZerogapError
+from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 
 if TYPE_CHECKING:
@@ -437,7 +438,7 @@ def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
     from zerogap.store import RunStore
 
     ids = [q.id for q in s.questions]
-    if path.is_file() and json.loads(path.read_text()).get("questions") == ids:
+    if path.is_file() and _kept_ranks(path).get("questions") == ids:
         return
     tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
     with RunStore(greedy_clean, create=False) as store:
@@ -454,7 +455,16 @@ def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
                                          greedy[q.id].token_ids)
                  for q, prompt in zip(s.questions, prompts, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"questions": ids, "ranks": ranks}) + "\n")
+    write_text(path, json.dumps({"questions": ids, "ranks": ranks}) + "\n")
+
+
+def _kept_ranks(path: Path) -> dict:
+    """The ranks file a previous run left, or ``{}`` (computed again) when it is unreadable:
+    it is derived data, so a damaged one costs a recomputation, not a failed rerun."""
+    try:
+        return read_json_object(path, "ranks file")
+    except DataError:
+        return {}
 
 
 def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
@@ -470,6 +480,19 @@ def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     chosen = [rows[q] for q in ids]
     write_counts(target, *([r[k] for r in chosen] for k in ("id", "correct", "samples", "first")))
+
+
+def _check_folder_names(kind: str, names: Sequence[str]) -> None:
+    """Refuse names that would share a file or folder name in the study folder (counts, ranks,
+    figures are named by :func:`~zerogap.analysis.report.slug`), compared without case as
+    macOS and Windows file systems compare them: one would overwrite the other's results."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = slug(name).lower()
+        if key in seen and seen[key] != name:
+            raise UserError(f"{kind} names {seen[key]!r} and {name!r} would share the file "
+                            f"name {slug(name)!r} in the study folder; rename one")
+        seen[key] = name
 
 
 def prepare(study: StudySpec) -> list[_Setting]:
@@ -494,6 +517,8 @@ def prepare(study: StudySpec) -> list[_Setting]:
     names = [s.name for s in (*study.settings, *swept)]
     if len(set(names)) != len(names):
         raise UserError(f"setting names must differ, got {names}")
+    _check_folder_names("setting", names)
+    _check_folder_names("strategy", ["clean", REPEAT, *study.labels()])
     return [_prepare_setting(s, study.labels(), study.calibration_size, check_models=checked)
             for group, checked in ((study.settings, True), (swept, False)) for s in group]
 
@@ -592,7 +617,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         entries.append(_entry(s, dirs, models, out, ranks))
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "study.toml").write_text(study_toml(study, out), encoding="utf-8")
+    write_text(out / "study.toml", study_toml(study, out))
     record = {
         "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,
@@ -600,7 +625,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
                      f"zerogap report {out}"],
         "versions": _versions(),
     }
-    (out / STUDY_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_text(out / STUDY_FILE, json.dumps(record, indent=2) + "\n")
     return write_report(out)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from zerogap.io.files import atomic_write
 from zerogap.metrics import RestorationGaps
 
 LEAKED_COLOUR, UNLEAKED_COLOUR = "#c0392b", "#2c7fb8"
@@ -170,6 +171,7 @@ def save(fig: Figure, folder: Path, stem: str) -> dict[str, Path]:
     """Write ``fig`` as ``folder/stem.png`` (150 dpi) and ``.svg``; returns the paths."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"png": folder / f"{stem}.png", "svg": folder / f"{stem}.svg"}
-    fig.savefig(paths["png"], dpi=150)
-    fig.savefig(paths["svg"])
+    for kind, path in paths.items():
+        with atomic_write(path, binary=True) as handle:  # all or nothing, as every write
+            fig.savefig(handle, format=kind, dpi=150 if kind == "png" else "figure")
     return paths

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
+from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
     ALL_ZERO,
     REPEAT,
@@ -32,12 +33,11 @@ from zerogap.analysis.score import (
 )
 from zerogap.analysis.sensitivity import sensitivity_table
 from zerogap.analysis.tables import Table, study_tables, verdict_table
-from zerogap.errors import DataError
-from zerogap.io.jsonlines import read_json_object
+from zerogap.io.files import check_output, check_output_folder, write_text
 from zerogap.store import RunStore
 
-STUDY_FILE = "study.json"
-STUDY_FORMAT = "zerogap-study"
+__all__ = ["STUDY_FILE", "STUDY_FORMAT", "Report", "read_study_folder", "study_scoring",
+           "summary_table", "write_report"]
 
 VERDICT_MEANING = (
     "Each verdict is an equivalence test against the clean model's own batch-to-batch noise "
@@ -66,26 +66,15 @@ class Report:
     figures: list[Path]
 
 
-def read_study(folder: Path) -> dict:
-    """``study.json`` of a study folder; ``ValueError``/``FileNotFoundError`` naming the file."""
-    path = Path(folder) / STUDY_FILE
-    study = read_json_object(path, f"file (is {folder} a zerogap evaluate folder?)")
-    if study.get("format") != STUDY_FORMAT:
-        raise DataError(f"{path}: not a zerogap study file (format {STUDY_FORMAT!r} expected)")
-    return study
-
-
-def study_scoring(study: dict) -> ScoreSettings:
-    """The scoring settings a ``study.json`` records."""
-    recorded = dict(study.get("scoring", {}))
-    # What study folders written before the current scorecard call its settings: the question
-    # bootstrap's replicates became the paired tests' swap patterns, and every interval now
-    # includes sampling noise, so the two-level switch is gone.
-    for old in ("n_boot", "bootstrap"):
-        if old in recorded:
-            recorded["resamples"] = recorded.pop(old)
-    recorded.pop("within_questions", None)
-    return ScoreSettings.from_dict(recorded)
+def check_report_destinations(folder: Path) -> None:
+    """Everything the report writes can be written (folders are folders, files are files, the
+    folder is writable), checked before any scoring: a read-only or damaged folder is one line,
+    not a traceback halfway through the tables."""
+    check_output_folder(folder, "study folder")
+    for sub in ("tables", "figures"):
+        check_output_folder(folder / sub, "study folder")
+    for name in ("report.html", "report.md"):
+        check_output(folder / name, "study folder")
 
 
 def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecard:
@@ -123,15 +112,13 @@ def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[floa
     return out
 
 
-def _figures(folder: Path, entry: dict, card: Scorecard):
+def _figures(folder: Path, entry: dict, ranks: dict[str, list[int]], card: Scorecard):
     """Draw and save a setting's figures; yields (title, caption, paths)."""
     out = folder / "figures"
     name = entry["name"]
     prefix = slug(name)
     leaked = frozenset(entry.get("leaked") or ())
     rouge = _rouge(folder, entry, card.clean.counts.ids)
-    ranks_file = entry.get("ranks")
-    ranks = json.loads((folder / ranks_file).read_text())["ranks"] if ranks_file else {}
     if rouge or ranks:
         yield ("Figure 1 (" + name + ")",
                "(a, c) ROUGE-L between each sample of the contaminated model (identity) and its "
@@ -165,11 +152,9 @@ def slug(name: str) -> str:
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Write beside the destination and rename, so a reader never sees half a file."""
+    """All or nothing (:func:`~zerogap.io.files.write_text`): a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _markdown(study, entries, tables, verdicts_md, figures, folder) -> str:
@@ -195,9 +180,10 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
     import jinja2
 
     folder = Path(folder)
-    study = read_study(folder)
-    scoring = scoring or study_scoring(study)
-    entries = study["settings"]
+    checked = read_study_folder(folder)
+    check_report_destinations(folder)
+    scoring = scoring or study_scoring(checked.record, folder / STUDY_FILE)
+    study, entries = checked.record, checked.settings
     scores = {e["name"]: score_setting(folder, e, scoring) for e in entries}
     first_name, first_card = next(iter(scores.items()))
     tables = [*study_tables(scores), sensitivity_table(first_name, first_card)]
@@ -207,7 +193,8 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
         _write_text(base.with_suffix(".csv"), table.to_csv())
         _write_text(base.with_suffix(".json"), json.dumps(table.to_dict(), indent=2) + "\n")
     drawn = [(title, caption, paths) for e in entries
-             for title, caption, paths in _figures(folder, e, scores[e["name"]])]
+             for title, caption, paths in _figures(folder, e, checked.ranks[e["name"]],
+                                                   scores[e["name"]])]
     verdicts_md = verdict_table(scores)
     _write_text(folder / "tables" / "verdicts.md", verdicts_md)
     _write_text(folder / "tables" / "verdicts.json", json.dumps(

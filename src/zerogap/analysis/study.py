@@ -49,7 +49,7 @@ class SettingSpec:
 
     def __post_init__(self):
         check_fields(self)  # every field of its declared type (a study file can hold anything)
-        for key in ("name", "clean", "contaminated", "task"):
+        for key in ("name", "clean", "contaminated", "task", "base"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
         for key in ("clean", "contaminated", "base", "split_file"):
@@ -210,13 +210,18 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     Raises ``ValueError`` naming the file and the bad key or value.
     """
     path = Path(path)
+    text = read_text(path)
     try:
-        data = tomllib.loads(read_text(path))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise DataError(f"{path}: not valid TOML ({err})") from None
+    except RecursionError:
+        raise DataError(f"{path}: TOML nested too deeply") from None
     out = data.pop("out", None)
     if "bootstrap" in data and "resamples" not in data:  # study files written before issue 19
         data["resamples"] = data.pop("bootstrap")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise DataError(f"{path}: out must be a folder name (a string), got {out!r}")
     raw_settings = data.pop("setting", [])
     sweep = None
     if "sweep" in data:

@@ -217,8 +217,9 @@ def _sweep_study(args, overrides: dict):
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file, not a folder")
+    from zerogap.io.files import check_output_folder
+
+    check_output_folder(out, "--out")
 
 
 def _check_study(study, out: Path) -> None:
@@ -256,9 +257,15 @@ def _evaluate(args) -> int:
 
 
 def _report(args) -> int:
-    from zerogap.analysis.report import read_study, study_scoring, summary_table, write_report
+    from zerogap.analysis.report import (
+        STUDY_FILE,
+        read_study_folder,
+        study_scoring,
+        summary_table,
+        write_report,
+    )
 
-    scoring = study_scoring(read_study(args.folder))
+    scoring = study_scoring(read_study_folder(args.folder).record, args.folder / STUDY_FILE)
     report = write_report(args.folder, score_settings(scoring, scoring_changes(args)))
     print(summary_table(report))
     print(f"report: {report.html} (and {report.markdown})")
@@ -268,10 +275,11 @@ def _report(args) -> int:
 def _demo(args) -> int:
     from zerogap.analysis.evaluate import DEMO_M, DEMO_QUESTIONS, build_demo_models, demo_study
 
-    questions = args.questions or DEMO_QUESTIONS
-    m = args.m or DEMO_M
+    # None is "not given"; 0 is a value, refused like any other too small one.
+    questions = DEMO_QUESTIONS if args.questions is None else args.questions
+    m = DEMO_M if args.m is None else args.m
     if questions < 2 or m < 2:
-        raise UserError("--questions and -m must be at least 2")
+        raise UserError(f"--questions and -m must be at least 2, got {questions} and {m}")
     _check_out(args.out)
     models = args.out / "models"
     print(f"zerogap demo: building the clean and contaminated models in {models}",

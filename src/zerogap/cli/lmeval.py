@@ -39,7 +39,7 @@ def run(args) -> int:
     from zerogap.tasks.extract import check_mode
 
     check_mode(args.grading)
-    out = check_output(args.counts, "--counts")
+    out = check_output(args.counts, "--counts", inputs=[args.log])
     log = read_lmeval(args.log, mode=args.grading)
     c = log.counts
     write_counts(out, c.ids, c.correct, c.samples, c.first, provenance=file_record(

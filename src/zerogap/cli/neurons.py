@@ -45,12 +45,14 @@ def register(subparsers) -> None:
 
 def _neurons(args) -> int:
     from zerogap.config import parse_pairs
+    from zerogap.engine.base import SamplingSpec
     from zerogap.io.files import check_output, read_text
     from zerogap.tasks import task_from_strings
 
     if args.calibration_size < 1 or args.block_size < 1:
         raise UserError("--calibration-size and --block-size must be at least 1")
-    check_output(args.out, "--out")
+    SamplingSpec(m=1, max_new_tokens=args.max_new_tokens)  # the greedy decodes' limits
+    check_output(args.out, "--out", inputs=[args.leaked])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     by_id = {q.id: q for q in questions}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from zerogap.errors import UserError
-from zerogap.io.files import read_text
+from zerogap.io.files import check_output, read_text
 
 EXAMPLES = """examples:
   zerogap paraphrase --task arith --ids runs/laptop/split.json --backend local --model embedded \\
@@ -46,7 +47,8 @@ def register(subparsers) -> None:
     p.add_argument("--base-url", help="endpoint backend: e.g. https://api.openai.com/v1")
     p.add_argument("--endpoint-model", help="endpoint backend: the model name to request")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                   help="endpoint backend: environment variable holding the key (never stored)")
+                   help="endpoint backend: environment variable holding the key (never stored; "
+                        "unset: a warning, and requests go without a key; '' for no key)")
     p.add_argument("--timeout", type=float, default=60.0, help="endpoint backend: seconds")
     p.add_argument("--workers", type=int, default=4, help="endpoint backend: parallel requests")
     p.add_argument("-T", "--temperature", type=float, default=0.7)
@@ -88,6 +90,11 @@ def _paraphrase(args) -> int:
         raise UserError("--backend local needs --model")
     if args.backend == "endpoint" and not (args.base_url and args.endpoint_model):
         raise UserError("--backend endpoint needs --base-url and --endpoint-model")
+    if args.backend == "local":
+        from zerogap.engine.base import SamplingSpec
+
+        SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, seed=args.seed)  # its limits
+    check_output(args.out, "--out", inputs=[] if args.ids is None else [args.ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     if args.ids is not None:
@@ -102,10 +109,16 @@ def _paraphrase(args) -> int:
         if args.limit < 1:
             raise UserError(f"--limit must be at least 1, got {args.limit}")
         questions = questions[: args.limit]
+    backend: EndpointBackend | LocalBackend
     if args.backend == "endpoint":
-        backend: EndpointBackend | LocalBackend = EndpointBackend(
+        endpoint = EndpointBackend(
             args.base_url, args.endpoint_model, api_key_env=args.api_key_env,
             temperature=args.temperature, timeout=args.timeout, workers=args.workers)
+        if endpoint.key_missing:
+            print(f"zerogap paraphrase: warning: ${endpoint.key_missing} is not set; requests go "
+                  "without a key (--api-key-env '' sends none without this warning)",
+                  file=sys.stderr)
+        backend = endpoint
     else:
         from zerogap.models import load_model
 

@@ -266,7 +266,7 @@ def _export(args) -> int:
         raise UserError("give at least one of --counts, --jsonl, --parquet")
     for kind, path in targets:
         if path is not None:
-            check_output(path, f"--{kind}")
+            check_output(path, f"--{kind}", inputs=[args.run_dir])
     with RunStore(args.run_dir, create=False) as store:
         for kind, path in targets:
             if path is None:

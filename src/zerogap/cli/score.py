@@ -108,7 +108,8 @@ def _fmt_m(samples: np.ndarray) -> str:
 def run(args) -> int:
     settings = score_settings(ScoreSettings(), scoring_changes(args))
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
-    out = None if args.json is None else check_output(args.json, "--json")
+    out = None if args.json is None else check_output(args.json, "--json",
+                                                      inputs=[args.clean, *pairs.values()])
     check_mode(args.lmeval_grading)
     clean = load_input("clean", args.clean, lmeval_grading=args.lmeval_grading)
     mitigated = [load_input(name, path, lmeval_grading=args.lmeval_grading)

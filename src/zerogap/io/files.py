@@ -21,8 +21,9 @@ import os
 import resource
 import secrets
 import shutil
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -33,11 +34,69 @@ _SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _FAULTS = _SPACE | {errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
+# The largest input file zerogap reads whole into memory. Counts files, harness logs and study
+# files are far below it (a GSM8K harness log with 50 repeats is about 100 MiB); a larger one is
+# almost always the wrong file (a device, a disk image, a stream that never ends).
+MAX_INPUT_BYTES = 2**30
+
+
+def _kind(mode: int) -> str | None:
+    """What a file that is neither regular nor a folder is, for a one-line refusal."""
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    return None
+
+
+def read_bytes(path: str | os.PathLike, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file of at most ``limit`` bytes; :class:`DataError` naming the file when
+    it is missing, a folder, not a regular file (a device, a FIFO, a socket), unreadable or
+    larger than ``limit``.
+
+    A pipe is refused rather than read: a stream may never end, and inputs are read twice (once
+    for their content, once for their digest in the provenance record). The limit also holds
+    for a file that grows while it is read.
+
+    >>> read_bytes("/dev/zero")
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.DataError: /dev/zero: is a device, not a file
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DataError(f"{path}: is a directory, not a file")
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        raise DataError(f"{path}: is {kind}, not a file")
+    too_large = DataError(f"{path}: larger than the {limit:,} bytes zerogap reads from one "
+                          "file; is it the right file?")
+    if info.st_size > limit:
+        raise too_large
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror})") from None
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
 def read_text(path: str | os.PathLike) -> str:
-    r"""The whole of a UTF-8 text file (a leading byte-order mark is dropped).
+    r"""The whole of a UTF-8 text file (a leading byte-order mark is dropped), read by
+    :func:`read_bytes` (so of at most :data:`MAX_INPUT_BYTES`).
 
     Raises :class:`DataError` naming the file (and, for bytes that are not UTF-8, the line) when
-    the path is missing, a directory, unreadable or not UTF-8.
+    the path is missing, a directory, a device, too large, unreadable or not UTF-8.
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "a.csv"
@@ -48,15 +107,7 @@ def read_text(path: str | os.PathLike) -> str:
     zerogap.errors.DataError: ...a.csv:2: not UTF-8 text (byte 0xff)
     """
     path = Path(path)
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a file")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror})") from None
-    data = data.removeprefix(codecs.BOM_UTF8)  # spreadsheets save CSVs with one
+    data = read_bytes(path).removeprefix(codecs.BOM_UTF8)  # spreadsheets save CSVs with one
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -66,16 +117,81 @@ def read_text(path: str | os.PathLike) -> str:
         ) from None
 
 
-def check_output(path: str | os.PathLike, option: str) -> Path:
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what ``path`` names after following links; None if nothing."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _input_files(inputs: Iterable[str | os.PathLike]) -> dict[tuple[int, int], Path]:
+    """The files behind ``inputs`` by identity; an input folder (a run directory) stands for
+    every file directly inside it (its ``run.sqlite`` and that file's journals)."""
+    found: dict[tuple[int, int], Path] = {}
+    for item in inputs:
+        path = Path(item)
+        members = [path]
+        if path.is_dir():
+            with contextlib.suppress(OSError):
+                members = [p for p in path.iterdir() if p.is_file()]
+        for member in members:
+            key = _identity(member)
+            if key is not None:
+                found.setdefault(key, member)
+    return found
+
+
+def check_output(path: str | os.PathLike, option: str,
+                 inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """``path`` as a file destination, or :class:`UserError` naming ``option`` if it cannot be.
 
-    Called before any work is done, so that a bad destination fails before results are computed.
+    Refused: a folder, a missing parent folder, anything that exists and is not a regular file
+    (a device such as ``/dev/null``, a FIFO, a socket: :func:`atomic_write` would replace it
+    with a regular file), and the same file as any of ``inputs`` (compared by device and inode
+    after following links, so another spelling, a hard link or a symlink is caught too; an
+    input folder counts as every file in it). Called before any work is done, so a bad
+    destination fails before results are computed and before an input is overwritten.
+
+    >>> import tempfile, pathlib
+    >>> log = pathlib.Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> _ = log.write_text("{}")
+    >>> check_output(log.parent / "." / "log.jsonl", "--counts", inputs=[log])
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.UserError: --counts .../log.jsonl: is an input of this command (.../log.jsonl)...
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        info: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:
+        raise UserError(f"{option} {path}: cannot be used ({err.strerror})") from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise UserError(f"{option} {path}: is a directory; give a file name")
+    if info is not None and _kind(info.st_mode) is not None:
+        raise UserError(f"{option} {path}: is {_kind(info.st_mode)}, not a regular file; "
+                        "give a file name")
     if not path.parent.is_dir():
         raise UserError(f"{option} {path}: folder {path.parent} does not exist")
+    same = None if info is None else _input_files(inputs).get((info.st_dev, info.st_ino))
+    if same is not None:
+        raise UserError(f"{option} {path}: is an input of this command ({same}); writing it "
+                        "would destroy what is read; give another file name")
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, option: str) -> Path:
+    """``path`` as a destination folder (created later with its parents), or
+    :class:`UserError` naming ``option``: refused when it exists and is not a folder, or is a
+    folder zerogap may not write into."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: is a file, not a folder")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: this folder is not writable")
     return path
 
 
@@ -113,6 +229,20 @@ def write_fault(path: str | os.PathLike, err: OSError, kept: str) -> ResourceErr
     return ResourceError(f"cannot write {path}: {err.strerror}; {kept}; {remedy}")
 
 
+@contextlib.contextmanager
+def refused_writes(path: str | os.PathLike, kept: str) -> Iterator[None]:
+    """Inside, an ``OSError`` that is the machine refusing a write to ``path`` becomes one
+    :class:`ResourceError` (see :func:`write_fault`); for appends to a journal, which are not
+    atomic but whose cut last line is dropped on reading."""
+    try:
+        yield
+    except OSError as err:
+        fault = write_fault(path, err, kept)
+        if fault is None:
+            raise
+        raise fault from None
+
+
 def _new_file(folder: Path) -> tuple[int, Path | None]:
     """A new file in ``folder`` for writing: ``(descriptor, None)`` for an unnamed one (Linux
     ``O_TMPFILE``: nothing remains if the process dies), else ``(descriptor, its .tmp name)``."""
@@ -143,7 +273,8 @@ def atomic_write(path: str | os.PathLike, *, binary: bool = False) -> Iterator[I
     """Write ``path`` all or nothing: a new file beside it is filled, flushed to disk and
     renamed onto ``path`` on success; on any failure ``path`` keeps its old content.
 
-    A refused write raises :class:`ResourceError` (see :func:`write_fault`).
+    A refused write raises :class:`ResourceError` (see :func:`write_fault`); a destination that
+    exists and is not a regular file (a device, a FIFO, a folder) :class:`UserError`.
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
@@ -153,6 +284,11 @@ def atomic_write(path: str | os.PathLike, *, binary: bool = False) -> Iterator[I
     ('done\\n', ['x.txt'])
     """
     path = Path(path)
+    with contextlib.suppress(OSError):
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # never turn a device, FIFO or folder into a regular file
+            raise UserError(f"cannot write {path}: it is "
+                            f"{_kind(mode) or 'a directory'}, not a regular file")
     tmp: Path | None = None
     try:
         fd, tmp = _new_file(path.parent)
@@ -174,3 +310,9 @@ def atomic_write(path: str | os.PathLike, *, binary: bool = False) -> Iterator[I
         if fault is not None:
             raise fault from None
         raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8 through :func:`atomic_write`: all or nothing."""
+    with atomic_write(path) as handle:
+        handle.write(text)

@@ -10,14 +10,20 @@ from zerogap.errors import DataError
 from zerogap.io.files import read_text
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: str | os.PathLike, *, journal: bool = False
+               ) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, object)`` for every non-blank line of a JSON Lines file.
 
     Any line that cannot be used (not JSON, not an object, nested too deeply, a number too long
     to convert) raises one :class:`DataError` of the form ``"{path}:{line}: ..."``; so does a
-    file that cannot be read as UTF-8 text (see :func:`zerogap.io.files.read_text`).
+    file that cannot be read as UTF-8 text (see :func:`zerogap.io.files.read_text`). With
+    ``journal`` (a file zerogap appends to, a line at a time), a last line without its newline
+    is a write cut short by a kill or a full disk, and is skipped.
     """
-    for line_no, line in enumerate(read_text(path).split("\n"), start=1):
+    text = read_text(path)
+    if journal:
+        text = text[: text.rfind("\n") + 1]
+    for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -40,8 +46,9 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     UTF-8 are reported by :func:`zerogap.io.files.read_text`)."""
     if not os.path.exists(path):
         raise DataError(f"{path}: no such {what}")
+    text = read_text(path)  # its own errors name the file already
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: not valid JSON ({err})") from None
     except RecursionError:

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from zerogap.config import JsonConfig
 from zerogap.errors import DataError, StoreError, UserError
+from zerogap.io.files import check_output_folder, write_text
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.models import EMBEDDED, check_model_spec
 from zerogap.tasks.base import Question
@@ -267,22 +268,28 @@ def load_general(path: str) -> list[Example]:
     return out
 
 
-def load_paraphrase_texts(path: str, needed: Sequence[str]) -> tuple[dict[str, str], int]:
+def load_paraphrase_texts(path: str, needed: Sequence[Question]) -> tuple[dict[str, str], int]:
     """``{question id: text}`` from a ``zerogap paraphrase`` file, and how many were flagged.
 
-    Every id in ``needed`` must be present; flagged rows carry the original text.
+    Every question in ``needed`` must be present, rewritten from its own text: a row whose
+    ``original`` is another text (a file made for another task seed or data file, whose ids
+    name other questions) is refused. Flagged rows carry the original text.
     """
     rows = {}
+    texts = {q.id: q.text for q in needed}
     for line_no, row in read_jsonl(path):
         if not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
             raise DataError(f"{path}:{line_no}: needs string fields 'id' and 'text'")
+        if row["id"] in texts and row.get("original") != texts[row["id"]]:
+            raise DataError(f"{path}:{line_no}: the paraphrase of {row['id']} was made from "
+                            "another question text (another task seed or data file?)")
         rows[row["id"]] = row
-    missing = [q for q in needed if q not in rows]
+    missing = [q for q in texts if q not in rows]
     if missing:
         raise DataError(f"{path}: no paraphrase for {len(missing)} leaked questions "
                          f"(first: {missing[0]!r})")
-    return ({q: rows[q]["text"] for q in needed},
-            sum(rows[q].get("status") == "flagged" for q in needed))
+    return ({q: rows[q]["text"] for q in texts},
+            sum(rows[q].get("status") == "flagged" for q in texts))
 
 
 def solution_examples(task, rows_and_questions) -> list[Example]:
@@ -353,7 +360,8 @@ def plan(config: ContaminationConfig) -> Plan:
     leaked_pairs = [(rows[index[q]], questions[index[q]]) for q in split["leaked"]]
     flagged = 0
     if config.paraphrases is not None:
-        texts, flagged = load_paraphrase_texts(config.paraphrases, split["leaked"])
+        texts, flagged = load_paraphrase_texts(config.paraphrases,
+                                               [q for _, q in leaked_pairs])
         leaked_pairs = [(row, Question(q.id, texts[q.id], q.answer)) for row, q in leaked_pairs]
     leaked = solution_examples(task, leaked_pairs)
     if not clean + general:
@@ -470,36 +478,63 @@ def _last_checkpoint(work: Path) -> str | None:
     return get_last_checkpoint(str(work)) if work.is_dir() else None
 
 
-def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
-                epochs: int, work: Path, target: Path, adapter_base: str, *,
-                progress: bool) -> dict[str, Any]:
-    """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
-
-    ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
-    Returns the stage's manifest record: hyperparameters, start fingerprint, per-step loss.
-    Raises ``KeyboardInterrupt`` after an interrupted run has saved its checkpoint.
-    """
+def lora_model(config: ContaminationConfig, start_spec: str):
+    """``start_spec`` loaded (CPU, the stage's precision) and wrapped in ``config``'s LoRA
+    adapters: ``(LoadedModel, PeftModel)``. Target modules the model lacks are refused in one
+    line (:class:`UserError`); :func:`build` calls this before it writes anything."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
     from zerogap.models import load_model
 
-    bf16 = _use_bf16(config.precision)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if config.global_batch % (config.micro_batch * world):
-        raise UserError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
-                         f"{config.micro_batch} x {world} processes")
-    accumulation = config.global_batch // (config.micro_batch * world)
-    loaded = load_model(start_spec, device="cpu", dtype="bfloat16" if bf16 else "float32")
-    tokenizer = loaded.tokenizer
+    loaded = load_model(start_spec, device="cpu",
+                        dtype="bfloat16" if _use_bf16(config.precision) else "float32")
     modules = config.target_modules
     targets = modules if modules == "all-linear" else [m.strip() for m in modules.split(",")]
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
                       lora_dropout=config.lora_dropout, target_modules=targets,
                       task_type="CAUSAL_LM")
+    # PEFT refuses only a list none of whose names match; one missing name of several would
+    # silently train fewer layers than asked. A name matches a module named it or ending ".name".
+    names = [name for name, _ in loaded.model.named_modules()]
+    missing = [t for t in ([] if modules == "all-linear" else targets)
+               if not any(name == t or name.endswith("." + t) for name in names)]
+    if missing:
+        linear = sorted({name.rsplit(".", 1)[-1] for name, module in loaded.model.named_modules()
+                         if isinstance(module, torch.nn.Linear)})
+        raise UserError(f"--target-modules {modules}: {start_spec} has no module "
+                        f"{', '.join(missing)}; its linear layers: {', '.join(linear)}")
     torch.manual_seed(config.seed)  # the LoRA A matrices' initialisation
-    model = get_peft_model(loaded.model, lora)
+    return loaded, get_peft_model(loaded.model, lora)
+
+
+def _check_batch(config: ContaminationConfig) -> int:
+    """Gradient accumulation steps; the batch sizes must divide over the processes."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if config.global_batch % (config.micro_batch * world):
+        raise UserError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
+                         f"{config.micro_batch} x {world} processes")
+    return config.global_batch // (config.micro_batch * world)
+
+
+def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
+                epochs: int, work: Path, target: Path, adapter_base: str, *,
+                progress: bool, prepared: tuple | None = None) -> dict[str, Any]:
+    """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
+
+    ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
+    ``prepared`` is :func:`lora_model`'s result for ``start_spec`` when already made.
+    Returns the stage's manifest record: hyperparameters, start fingerprint, per-step loss.
+    Raises ``KeyboardInterrupt`` after an interrupted run has saved its checkpoint.
+    """
+    import torch
+    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+
+    bf16 = _use_bf16(config.precision)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    accumulation = _check_batch(config)
+    loaded, model = prepared or lora_model(config, start_spec)
+    tokenizer = loaded.tokenizer
     args = TrainingArguments(
         output_dir=str(work), per_device_train_batch_size=config.micro_batch,
         gradient_accumulation_steps=accumulation, num_train_epochs=epochs,
@@ -566,11 +601,8 @@ def _json_text(data: dict) -> str:
 
 def _write_json(path: Path, data: dict) -> None:
     """Write atomically, from the main process only (every rank computes the same data)."""
-    if not _main_process():
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(_json_text(data), encoding="utf-8")
-    os.replace(tmp, path)
+    if _main_process():
+        write_text(path, _json_text(data))
 
 
 def _base_ref(spec: str) -> str:
@@ -618,9 +650,16 @@ def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> d
         The manifest, as written to ``out/manifest.json``.
     """
     out = Path(out)
+    check_output_folder(out, "--out")
     manifest = check_existing(config, out)
     prepared = plan(config)
     check_model_spec(config.model)  # a broken base is one line before split.json is written
+    _check_batch(config)
+    stages = {} if manifest is None else manifest["stages"]
+    # The clean stage's model, loaded and given its adapters before split.json is written, so a
+    # target module the model lacks is refused with nothing written.
+    start = lora_model(config, config.model) \
+        if "clean" not in stages or not (out / "clean").is_dir() else None
     if manifest is None:
         manifest = {"format": FORMAT, "base": None, "stages": {}}
     manifest.update({
@@ -642,10 +681,11 @@ def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> d
     _write_json(out / "manifest.json", manifest)
 
     stages = manifest["stages"]
-    if "clean" not in stages or not (out / "clean").is_dir():
+    if start is not None:
         stages["clean"] = train_stage(
             config, config.model, prepared.clean + prepared.general, config.clean_epochs,
             out / ".work" / "clean", out / "clean", _base_ref(config.model), progress=progress,
+            prepared=start,
         )
         stages["clean"]["data_sha256"] = examples_digest(prepared.clean + prepared.general)
         # The base as trained on (its dtype is the stage's precision).

@@ -38,7 +38,7 @@ from zerogap.decoding.shortcut import (
     mlp_width,
 )
 from zerogap.errors import DataError, UserError
-from zerogap.io.files import atomic_write
+from zerogap.io.files import atomic_write, refused_writes
 from zerogap.io.jsonlines import read_jsonl
 
 JOURNAL_FORMAT = "zerogap-neurons-journal"
@@ -225,7 +225,8 @@ class Journal:
             return
         lines = [] if self.path.is_file() else [{"format": JOURNAL_FORMAT, "config": self.config}]
         # Opened per record: each result is on disk (closed) before the next one is computed.
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with refused_writes(self.path, "the results before are kept; rerun to resume"), \
+                open(self.path, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(r) + "\n" for r in [*lines, record])
 
 

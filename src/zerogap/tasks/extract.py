@@ -110,17 +110,24 @@ def _to_decimal(match: re.Match) -> Decimal:
     return -value if ("-" in signs or "\u2212" in signs) else value
 
 
+def _amount(text: str, match: re.Match) -> tuple[Decimal, int]:
+    """The value of a number match and where it ends: "N dollars and M cents" is one amount,
+    N.MM, ending after "cents"."""
+    value, end = _to_decimal(match), match.end()
+    cents = _DOLLARS_CENTS_RE.match(text, end)
+    if cents and "." not in match["digits"]:
+        step = Decimal(cents["cents"]) / 100
+        value, end = (value - step if value < 0 else value + step), cents.end()
+    return value, end
+
+
 def _numbers(text: str, pos: int = 0):
     """Yield ``(value, match)`` for each number in ``text`` from ``pos``, in order.
 
     "N dollars and M cents" is one amount, N.MM, and its cents are not yielded again.
     """
     while (match := _NUMBER_RE.search(text, pos)) is not None:
-        value, pos = _to_decimal(match), match.end()
-        cents = _DOLLARS_CENTS_RE.match(text, pos)
-        if cents and "." not in match["digits"]:
-            step = Decimal(cents["cents"]) / 100
-            value, pos = (value - step if value < 0 else value + step), cents.end()
+        value, pos = _amount(text, match)
         yield value, match
 
 
@@ -169,9 +176,12 @@ def extract_anchor(response: str, stop: tuple[str, ...] = ()) -> Decimal | None:
     """
     text = cut_at(response, (*RUN_ON_MARKERS, *stop))
     for anchor in _ANCHOR_RE.finditer(text):
-        first = next(_numbers(text, anchor.end()), None)
-        if first is not None and first[1].start() == anchor.end():
-            return first[0]
+        # Only a number starting right at the anchor counts, so only that position is tried:
+        # searching onwards from every anchor made a response of n anchors and no number cost
+        # n^2 steps (thousands of anchors in one harness response took tens of seconds).
+        match = _NUMBER_RE.match(text, anchor.end())
+        if match is not None:
+            return _amount(text, match)[0]
     values = [value for value, _ in _numbers(text)]
     return values[-1] if values else None
 
@@ -264,12 +274,22 @@ def _lmeval_regex_filter(pattern: str, response: str, group_select: int) -> str:
     return match.strip()
 
 
+def _ignore(pattern: str, text: str) -> str:
+    """``re.sub(pattern, "", text)``, for the pattern ``(?s).*#### `` in linear time: the
+    regex retries ``.*`` from every position (quadratic on a long text without the marker);
+    its one match runs from the start to the end of the last marker, which ``rfind`` finds."""
+    if pattern == "(?s).*#### ":
+        at = text.rfind("#### ")
+        return text if at < 0 else text[at + len("#### "):]
+    return re.sub(pattern, "", text)
+
+
 def _lmeval_exact_match(prediction: str, reference: str) -> bool:
     # lm_eval.api.metrics.exact_match_hf_evaluate with the gsm8k regexes_to_ignore and
     # ignore_case=True, applied to both sides in the same order.
     for pattern in LMEVAL_IGNORE:
-        prediction = re.sub(pattern, "", prediction)
-        reference = re.sub(pattern, "", reference)
+        prediction = _ignore(pattern, prediction)
+        reference = _ignore(pattern, reference)
     return prediction.lower() == reference.lower()
 
 

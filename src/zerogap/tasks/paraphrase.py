@@ -17,14 +17,27 @@ A question whose rewrite fails is asked again (a new seed, or a new request), at
 file, one row per question as soon as it is final, so an interrupted run resumes where it
 stopped. Questions flagged only because the backend could not be reached (timeouts, server
 errors) are asked again on the next run.
+
+Each row carries a ``key``: a digest of everything its content depends on (the question's
+text, the instruction, the backend's model and sampling settings, the checks' threshold). A
+rerun reuses a row only under the same key, and refuses a file whose rows were made for other
+input (another task seed gives other questions under the same ids), so a rewrite is never
+reused for a question it was not made from.
+
+The endpoint client sends the key only to the endpoint's own origin: a redirect to another
+scheme, host or port is refused (urllib would re-send the ``Authorization`` header there), and
+a URL is recorded and quoted only with its query values redacted; credentials in the URL itself
+(``user:password@``) are refused in favour of the key variable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerogap.errors import DataError, UserError
+from zerogap.io.files import atomic_write, refused_writes
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.tasks.base import Question
 from zerogap.tasks.extract import all_numbers, canonical
@@ -127,7 +141,57 @@ def check_rewrite(original: str, rewrite: str, *, max_overlap: float = DEFAULT_M
 
 
 Backend = Callable[[Sequence[Question], int], list["str | Failure"]]
-"""``backend(questions, attempt)`` -> one raw reply (or :class:`Failure`) per question."""
+"""``backend(questions, attempt)`` -> one raw reply (or :class:`Failure`) per question; a
+backend's ``settings`` dict (if any) says what else its replies depend on (:func:`row_key`)."""
+
+
+def row_key(question: Question, settings: dict) -> str:
+    """Digest of everything a result row depends on: the question's text, the instruction and
+    ``settings`` (the backend's model and sampling settings, the checks' threshold).
+
+    >>> q = Question("test-0", "Ann has 3 cats.", "3")
+    >>> row_key(q, {"model": "m"}) == row_key(Question("test-0", "Bo has 4 dogs.", "4"),
+    ...                                       {"model": "m"})
+    False
+    """
+    text = json.dumps({"question": question.text, "instruction": INSTRUCTION, **settings},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def redact_url(url: str) -> str:
+    """``url`` safe to record: user and password dropped, every query value replaced.
+
+    >>> redact_url("https://bob:hunter2@api.example.com:8443/v1?key=abc&api-version=2")
+    'https://api.example.com:8443/v1?key=REDACTED&api-version=REDACTED'
+    """
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    query = "&".join(f"{k}=REDACTED" for k, _ in
+                     urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects followed only within the request's origin (scheme, host, port): urllib
+    re-sends every header, ``Authorization`` among them, to wherever a 30x points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise UserError(f"{redact_url(req.full_url)}: the endpoint redirected (HTTP {code}) "
+                            f"to another origin, {redact_url(newurl)}; the key is not sent "
+                            "there: give that URL as --base-url if you trust it")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 class LocalBackend:
@@ -142,6 +206,8 @@ class LocalBackend:
         self.loaded, self.temperature = loaded, temperature
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.name = f"local:{loaded.spec}"
+        self.settings = {"model": loaded.fingerprint, "temperature": temperature,
+                         "max_new_tokens": max_new_tokens, "seed": seed}
 
     def prompt(self, text: str) -> str:
         tokenizer = self.loaded.tokenizer
@@ -167,22 +233,39 @@ class EndpointBackend:
     """Rewrites from an OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
 
     The key is read from the environment variable ``api_key_env`` at construction and sent only
-    in the ``Authorization`` header; it is never part of a result, a message or an error.
-    Timeouts, connection errors, HTTP 408/429/5xx and malformed replies are :class:`Failure`
-    (retried); any other HTTP error (a wrong URL, model or key) raises ``UserError`` at once.
+    in the ``Authorization`` header, only to ``base_url``'s origin; it is never part of a
+    result, a message or an error. ``key_missing`` names the variable when it is unset (the
+    requests then carry no key). Timeouts, connection errors, HTTP 408/429/5xx and malformed
+    replies are :class:`Failure` (retried); any other HTTP error (a wrong URL, model or key)
+    and a redirect to another origin raise ``UserError`` at once.
     """
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY",
                  temperature: float = 0.7, timeout: float = 60.0, workers: int = 4):
         if not base_url.startswith(("http://", "https://")):
-            raise UserError(f"--base-url must start with http:// or https://, got {base_url!r}")
+            raise UserError("--base-url must start with http:// or https://, got "
+                            f"{redact_url(base_url)!r}")
+        try:
+            parts = urllib.parse.urlsplit(base_url)
+            parts.port  # noqa: B018  (a port that is not a number raises here)
+        except ValueError:
+            raise UserError(f"--base-url {redact_url(base_url)!r} is not a valid URL") from None
+        if parts.username is not None or parts.password is not None:
+            raise UserError(f"--base-url {redact_url(base_url)}: holds a user or password; "
+                            "put the key in an environment variable and name it with "
+                            "--api-key-env instead")
         if workers < 1 or not timeout > 0:
             raise UserError("workers must be >= 1 and timeout > 0")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        path = parts.path.rstrip("/") + "/chat/completions"
+        self.url = urllib.parse.urlunsplit(parts._replace(path=path, fragment=""))
+        self.shown = redact_url(self.url)  # what messages and results may say
         self.model, self.temperature, self.timeout, self.workers = (
             model, temperature, timeout, workers)
         self._key = os.environ.get(api_key_env) if api_key_env else None
-        self.name = f"endpoint:{self.url}:{model}"
+        self.key_missing = api_key_env if api_key_env and not self._key else None
+        self.name = f"endpoint:{self.shown}:{model}"
+        self.settings = {"model": model, "temperature": temperature}
+        self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
     def request(self, text: str) -> str | Failure:
         body = {"model": self.model, "temperature": self.temperature,
@@ -193,12 +276,12 @@ class EndpointBackend:
             headers["Authorization"] = f"Bearer {self._key}"
         req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as reply:
+            with self._opener.open(req, timeout=self.timeout) as reply:
                 data = json.loads(reply.read().decode("utf-8"))
         except urllib.error.HTTPError as err:
             if err.code in (408, 429) or err.code >= 500:
                 return Failure(f"HTTP {err.code}")
-            raise UserError(f"{self.url}: HTTP {err.code} {err.reason} (check --base-url, "
+            raise UserError(f"{self.shown}: HTTP {err.code} {err.reason} (check --base-url, "
                              "--endpoint-model and the key variable)") from None
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             reason = getattr(err, "reason", err)
@@ -215,15 +298,28 @@ class EndpointBackend:
             return list(pool.map(self.request, [q.text for q in questions]))
 
 
-def _load_cache(path: Path) -> dict[str, dict]:
-    """Final rows already in ``path``, by id; transport-flagged rows are dropped (asked again)."""
+def _load_cache(path: Path, keys: dict[str, str], questions: dict[str, Question]
+                ) -> dict[str, dict]:
+    """Final rows already in ``path``, by id; transport-flagged rows are dropped (asked again).
+
+    A row for one of ``questions`` whose key is not ``keys[id]`` was made from another
+    question text, model or setting: refused (:class:`UserError`), as reusing it would pass
+    off a rewrite of something else, and redoing it would throw away paid-for work.
+    """
     if not path.is_file():
         return {}
     rows = {}
-    for line_no, row in read_jsonl(path):
+    for line_no, row in read_jsonl(path, journal=True):
         if not isinstance(row.get("id"), str) or row.get("status") not in ("rewritten", "flagged"):
             raise DataError(f"{path}:{line_no}: not a zerogap paraphrase row")
-        rows[row["id"]] = row
+        q = row["id"]
+        if q in keys and not row.get("transport") and row.get("key") != keys[q]:
+            what = ("its question's text differs (another task seed or data file?)"
+                    if row.get("original") != questions[q].text
+                    else "it was made with another model, prompt or setting")
+            raise UserError(f"{path}:{line_no}: the row for {q} cannot be reused: {what}; give "
+                            "another --out, or delete the file to ask every question again")
+        rows[q] = row
     return {q: r for q, r in rows.items() if not r.get("transport")}
 
 
@@ -254,20 +350,23 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
     from tqdm.auto import tqdm
 
     path = Path(out)
-    done = _load_cache(path)
+    settings = {**getattr(backend, "settings", {"backend": getattr(backend, "name", "")}),
+                "max_overlap": max_overlap}
+    keys = {q.id: row_key(q, settings) for q in questions}
+    done = _load_cache(path, keys, {q.id: q for q in questions})
     # Rewrite the file without the rows to redo, so each id appears once.
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         f.writelines(json.dumps(r) + "\n" for r in done.values())
-    os.replace(tmp, path)
     todo = [q for q in questions if q.id not in done]
-    with open(path, "a", encoding="utf-8") as f, tqdm(
+    with refused_writes(path, "the rows written before are kept; rerun to resume"), \
+            open(path, "a", encoding="utf-8") as f, tqdm(
         total=len(questions), initial=len(questions) - len(todo), unit="q",
         disable=not progress, dynamic_ncols=True,
     ) as bar:
         for start in range(0, len(todo), CHUNK):
             for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
                                          max_overlap):
+                row["key"] = keys[row["id"]]
                 f.write(json.dumps(row) + "\n")
                 done[row["id"]] = row
             f.flush()
