@@ -64,6 +64,8 @@ KEY_DAMAGE = {
                           "settings[0].clean: expected an object"),
     "missing fingerprint holder": (lambda r: _entry(r)["contaminated"].pop("spec"),
                                    "settings[0].contaminated.spec: missing"),
+    "missing fingerprint": (lambda r: _entry(r)["clean"].pop("fingerprint"),
+                            "settings[0].clean.fingerprint: missing"),
     "settings not a list": (lambda r: r.update(settings={"a": 1}), "settings: expected a list"),
     "no settings": (lambda r: r.update(settings=[]), "settings: no setting"),
     "config m as text": (lambda r: r["config"].update(m="4"), "config.m: expected an integer"),

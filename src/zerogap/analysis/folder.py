@@ -117,6 +117,8 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
     for role in ("clean", "contaminated"):
         model = check.get(entry, role, where, dict)
         check.get(model, "spec", f"{where}.{role}", str)
+        if "fingerprint" not in model:  # null when unknown, but the report shows it
+            raise check.fail(f"{where}.{role}.fingerprint", "missing")
         check.get(model, "fingerprint", f"{where}.{role}", str, optional=True)
     counts = check.get(entry, "counts", where, dict)
     inside = f"{where}.counts"
