@@ -282,3 +282,54 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     assert not journal.exists()
     resumed = json.loads((tmp_path / "stopped" / "neurons" / ranking.name).read_text())
     assert resumed["neurons"] == json.loads(ranking.read_text())["neurons"]
+
+
+def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
+    from zerogap.analysis.evaluate import prepare
+    from zerogap.decoding.shortcut import load_neurons
+
+    out, _, _ = study_dir
+    (setting,) = prepare(reduced_study())
+    assert [q.id for q in setting.calibration] == ["test-0", "test-5"]  # leaked, unleaked
+    neurons = next((out / "neurons").glob("*.json"))
+    _, meta = load_neurons(neurons)
+    assert meta["calibration_ids"] == ["test-0", "test-5"]
+    assert meta["block_size"] == 128  # the tiny Llama's MLP width, the divisor nearest 512
+
+
+def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):
+    from zerogap.analysis.evaluate import _plan, prepare
+    from zerogap.analysis.study import SettingSpec, StudySpec
+
+    setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
+                          limit=8)
+    study = StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
+                      ablation=True, m=2)
+    (prepared,) = prepare(study)
+    assert prepared.t_task == 2  # 16.2 words a solution against GSM8K's 54.8: 7 -> 2
+    jobs = {job.label: job for job in _plan(study, prepared, tmp_path)[0]}
+    assert jobs["lne-blocking"].options == {"t_task": 2}
+    assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
+    assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
+
+
+def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path):
+    from zerogap.store import RunStore
+
+    study = reduced_study(strategies=("identity", "ted", "railcap"), controls=("ted", "railcap"))
+    report = evaluate(study, tmp_path)
+    entry = json.loads((tmp_path / "study.json").read_text())["settings"][0]
+    assert set(entry["counts"]["controls"]) == {"ted", "railcap"}
+    clean_print = entry["clean"]["fingerprint"]
+    for label, run in entry["control_runs"].items():
+        with RunStore(tmp_path / run, create=False) as store:
+            assert store.config()["model_fingerprint"] == clean_print, label
+    # TED on the clean model filters the clean model's second batch
+    with RunStore(tmp_path / entry["control_runs"]["ted"], create=False) as store:
+        assert store.config()["samples_of"] == Path(entry["runs"]["clean, 2nd batch"]).name
+    controls = report.checks["tiny-toy"].controls
+    assert controls is not None and list(controls.strategies) == ["ted", "railcap"]
+    with pytest.raises(ValueError, match="identity.*no control"):
+        reduced_study(controls=("identity",))
+    with pytest.raises(ValueError, match="not one of the study's strategies"):
+        reduced_study(strategies=("identity",), controls=("railcap",))
