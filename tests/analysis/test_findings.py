@@ -3,7 +3,6 @@ reversed, by construction (200 questions, m = 50: differences far beyond the boo
 """
 
 import numpy as np
-import pytest
 
 from zerogap.analysis.findings import OUTCOMES, findings
 from zerogap.io.counts import QuestionCounts
