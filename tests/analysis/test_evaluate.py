@@ -295,6 +295,10 @@ def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir,
     _, meta = load_neurons(neurons)
     assert meta["calibration_ids"] == ["test-0", "test-5"]
     assert meta["block_size"] == 128  # the tiny Llama's MLP width, the divisor nearest 512
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    assert entry["baselines"]["shortcut"] == {"block_size": 128, "blocks_total": 1,
+                                              "blocks_scored": 1, "calibration": 2,
+                                              "calibration_leaked": 1}
 
 
 def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):

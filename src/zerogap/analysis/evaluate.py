@@ -784,11 +784,32 @@ def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path], models
         "runs": {label: str(d.relative_to(out)) for label, d in dirs.items()},
         "control_runs": {label: str(d.relative_to(out)) for label, d in controls.items()},
         "design": str(design.relative_to(out)) if design.is_file() else None,
-        "t_task": s.t_task,
+        "baselines": _baselines(s, dirs),
         "figure_runs": {k: str(dirs[k].relative_to(out)) for k in ("identity", "greedy")
                         if k in dirs},
         "ranks": str(ranks.relative_to(out)),
     }
+
+
+def _baselines(s: _Setting, dirs: dict[str, Path]) -> dict:
+    """What the baselines were set to at this scale, for the report: LNE-blocking's T_task and
+    shortcut-neuron location's block size, blocks scored and calibration questions."""
+    from zerogap.decoding.shortcut import load_neurons
+    from zerogap.store import RunStore
+
+    out: dict[str, Any] = {"lne_t_task": s.t_task}
+    if "shortcut" in dirs:
+        with RunStore(dirs["shortcut"], create=False) as store:
+            _, meta = load_neurons(store.config()["strategy_config"]["neurons"])
+        leaked = set(meta.get("leaked_ids", ()))
+        calibration = meta.get("calibration_ids", [])
+        out["shortcut"] = {
+            "block_size": meta.get("block_size"), "blocks_total": meta.get("blocks_total"),
+            "blocks_scored": len(meta.get("blocks_scored", [])),
+            "calibration": len(calibration),
+            "calibration_leaked": sum(q in leaked for q in calibration),
+        }
+    return out
 
 
 def _versions() -> dict[str, str]:

@@ -59,10 +59,19 @@ class SettingChecks:
     design: tuple[Criterion, ...]
     findings: tuple[Finding, ...]
     controls: Scorecard | None
+    baselines: dict = field(default_factory=dict)
 
     def lines(self) -> list[str]:
-        """Plain-text lines: criteria, findings, controls."""
+        """Plain-text lines: baselines' settings, criteria, findings, controls."""
         out = []
+        if self.baselines.get("lne_t_task") is not None:
+            out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
+                       "(GSM8K's 7 scaled by solution length)")
+        cut = self.baselines.get("shortcut")
+        if cut:
+            out.append(f"shortcut neurons: blocks of {cut['block_size']}, {cut['blocks_scored']} "
+                       f"of {cut['blocks_total']} scored causally on {cut['calibration']} "
+                       f"questions ({cut['calibration_leaked']} leaked)")
         if self.design:
             met = sum(c.met for c in self.design)
             out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "
@@ -141,7 +150,7 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
         card_controls = score(card.clean, [load_input(label, folder / path)
                                            for label, path in controls.items()],
                               replace(scoring, margin=None))
-    return SettingChecks(design, tuple(found), card_controls)
+    return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {})
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
