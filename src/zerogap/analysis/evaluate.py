@@ -10,9 +10,15 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
   second batch, for the measured noise floor and Figure 2;
 * greedy decodes of both models, once, shared by every strategy that needs them (RailCap, TED,
   LNE-blocking; the clean ones give Figure 1 b/d);
+* identity on the contaminated model (seed ``seed + 2``, so no run shares noise with the
+  clean ones: the noise floor assumes independent batches), then the design checks
+  (:mod:`zerogap.analysis.design`), measured on the two models alone before any other
+  strategy samples;
 * shortcut neurons, located once per (models, leaked questions, calibration) and saved;
-* each strategy on the contaminated model (seed ``seed + 2``, so no run shares noise with
-  the clean ones: the noise floor assumes independent batches);
+* each other strategy on the contaminated model (seed ``seed + 2``); TED filters identity's
+  samples rather than drawing the same ones again, and All-Zero samples nothing (the report
+  scores it from the clean counts);
+* the controls: strategies applied to the clean model (``StudySpec.controls``);
 * the teacher-forced ranks of Figure 1 b/d.
 
 Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
