@@ -99,7 +99,7 @@ def nearest_block_size(d_ff: int, wanted: int) -> int:
     Examples
     --------
     >>> nearest_block_size(1536, 512), nearest_block_size(11008, 512), nearest_block_size(128, 512)
-    (512, 688, 128)
+    (512, 344, 128)
     """
     if wanted < 1:
         raise UserError(f"block size must be at least 1, got {wanted}")
