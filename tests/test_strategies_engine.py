@@ -267,3 +267,26 @@ def test_lne_blocking_refuses_greedy_without_entropies(memorised, tmp_path):
                        for q, d in zip(qs, decodes, strict=True)])
     with pytest.raises(ValueError, match="needs greedy entropies.*q0 \\(and 3 more\\)"):
         run("lne-blocking", loaded, RunStore(tmp_path / "lne"), shared, m=2)
+
+
+def test_ted_filters_an_identity_run_into_the_run_ted_would_sample(memorised, tmp_path):
+    """TED's decoding is identity's: filtering identity's samples gives, sample for sample, the
+    run TED samples itself with the same seed (stats included)."""
+    from zerogap.errors import UserError
+    from zerogap.runs import run_filter
+
+    model, tok, _ = memorised
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    greedy_store = RunStore(tmp_path / "greedy")
+    plain, own, filtered = (RunStore(tmp_path / n) for n in ("identity", "ted", "filtered"))
+    run("identity", loaded, plain, greedy_store)
+    run("ted", loaded, own, greedy_store)
+    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 4
+    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 0  # resumes
+    assert list(filtered.samples()) == list(own.samples())
+    assert run_counts(filtered) == run_counts(own)
+    assert filtered.config()["samples_of"] == "identity"
+    with pytest.raises(UserError, match="changes the decoding"):
+        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok, strategy="railcap")
+    with pytest.raises(UserError, match="not plain"):
+        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy="ted")
