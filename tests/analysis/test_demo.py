@@ -96,6 +96,8 @@ def test_the_study_checks_the_design_before_any_strategy_samples(study_dir):
                for c in criteria.values())
     # shown in the report and the terminal summary
     assert "design checks (" in report.markdown.read_text()
+    html = report.html.read_text()
+    assert 'id="checks"' in html and "no spill-over" in html and "F3" in html
     from zerogap.analysis.report import summary_table
 
     assert "spread:" in summary_table(report) and "F1 " in summary_table(report)

@@ -444,7 +444,7 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models,
 
     if job.kind == "neurons":
         tracker.stage(f"{s.spec.name}: locating shortcut neurons")
-        _locate_neurons(job.run_dir, study, s, models)
+        _locate_neurons(job.run_dir, study, s, models, dirs["greedy"])
         return
     if job.kind == "design":
         tracker.stage(f"{s.spec.name}: design checks")
@@ -510,9 +510,16 @@ def _design_checks(path: Path, s: _Setting, dirs: dict[str, Path]) -> list:
     return criteria
 
 
-def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) -> None:
+def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
+                    greedy_dir: Path) -> None:
     """Rank the setting's neurons into ``path``; each question's result is journaled beside
-    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped."""
+    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped.
+
+    The contaminated model's unpatched greedy passes (its answers to leaked questions, its
+    grades on calibration questions) are the study's own greedy decodes of that model in
+    ``greedy_dir`` (same prompts, token limit and stop strings), so they enter the journal
+    from there instead of being decoded again.
+    """
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.models import load_model
     from zerogap.pipelines.neurons import (
@@ -522,6 +529,7 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) 
         nearest_block_size,
         save_neurons,
     )
+    from zerogap.store import RunStore
 
     contaminated, clean = models("contaminated"), models("clean")
     base = load_model(s.spec.base, device=str(contaminated.model.device))
@@ -539,6 +547,15 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) 
                              "max_new_tokens": study.max_new_tokens})
     journal.check_models({"base": base.fingerprint, "contaminated": contaminated.fingerprint,
                           "uncontaminated": clean.fingerprint})
+    with RunStore(greedy_dir, create=False) as store:
+        decoded = store.greedy()
+    for key, questions, value in (
+            ("leaked", leaked, lambda g: list(g.token_ids)),
+            ("contaminated", s.calibration, lambda g: int(g.correct))):
+        done = journal.results.get(key, {})
+        for q in questions:
+            if q.id in decoded and q.id not in done:
+                journal.record(key, q.id, value(decoded[q.id]))
     ranking, meta = locate_neurons(
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
         s.calibration, block_size=block, candidates=study.neuron_candidates,
