@@ -263,9 +263,14 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     monkeypatch.setattr(zerogap.engine, "greedy", counting_greedy)
     evaluate(study, tmp_path / "whole")
     whole = sum(decoded)
+    # Decoded for location: base unpatched, base and contaminated patched (one block), each
+    # over the 2 calibration questions. The contaminated model's answers to the 5 leaked
+    # questions and its 2 unpatched grades come from the study's greedy decodes of it.
+    seeded = 5 + 2
+    assert whole == 3 * 2
     (ranking,) = (tmp_path / "whole" / "neurons").glob("*.json")
 
-    record, kept = Journal.record, 7
+    record, kept = Journal.record, seeded + 2
     def stop_after_kept(self, key, question_id, value):
         record(self, key, question_id, value)
         if len(self) == kept:
@@ -278,7 +283,7 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     monkeypatch.setattr(Journal, "record", record)
     decoded.clear()
     evaluate(study, tmp_path / "stopped")
-    assert sum(decoded) == whole - kept  # only what the journal lacked was decoded again
+    assert sum(decoded) == whole - (kept - seeded)  # only what the journal lacked
     assert not journal.exists()
     resumed = json.loads((tmp_path / "stopped" / "neurons" / ranking.name).read_text())
     assert resumed["neurons"] == json.loads(ranking.read_text())["neurons"]
