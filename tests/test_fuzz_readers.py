@@ -69,7 +69,7 @@ LMEVAL_FIELDS = ("doc_id", "resps", "target", "doc_hash", "filter", "doc", "filt
 QA_FIELDS = ("question", "answer")
 STUDY_KEYS = ("out", "strategies", "m", "temperature", "max_new_tokens", "seed", "bins",
               "resamples", "margin", "level", "calibration_size", "neuron_block", "title",
-              "ablation")
+              "ablation", "controls", "all_controls", "neuron_candidates")
 SETTING_KEYS = ("name", "clean", "contaminated", "task", "base", "task_options", "task_split",
                 "split_file", "limit")
 NEURON_LISTS = st.fixed_dictionaries({

@@ -28,8 +28,10 @@ def test_show_and_export_read_a_ted_run_the_same_way(tmp_path, capsys):
     out = tmp_path / "c.jsonl"
     assert cli.main(["runs", "export", str(tmp_path / "run"), "--counts", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    # the single draw reads the first kept sample: b kept none, so it reads 0 (sample 0 is
+    # correct, which the raw first sample would have read)
     assert rows == [{"id": "a", "correct": 1, "samples": 2, "first": 1},
-                    {"id": "b", "correct": 0, "samples": 4, "first": 1}]
+                    {"id": "b", "correct": 0, "samples": 4, "first": 0}]
     capsys.readouterr()
     assert cli.main(["runs", "show", str(tmp_path / "run")]) == 0
     shown = capsys.readouterr().out

@@ -181,6 +181,31 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
     assert [s.token_ids for q in out for s in q] != [s.token_ids for q in plain for s in q]
 
 
+def test_locating_with_candidates_scores_only_the_blocks_of_highest_comparative_score(
+        memorised, make_tiny_llama):
+    from zerogap.pipelines.neurons import Journal, candidate_blocks, comparative_scores
+
+    contaminated, tok, _ = memorised
+    base, uncontaminated = make_tiny_llama(1), make_tiny_llama(2)
+    task = MemoTask()
+    qs = task.questions()
+    journal = Journal(None, {})
+    ranking, meta = locate_neurons(base, contaminated, uncontaminated, tok, task, qs[:2], qs[2:],
+                                   block_size=32, candidates=1, max_new_tokens=24,
+                                   journal=journal)
+    assert meta["block_size"] == 32 and meta["blocks_total"] == 4
+    answers = [journal.results["leaked"][q.id] for q in qs[:2]]
+    items = [(tok(task.prompt(q))["input_ids"], a) for q, a in zip(qs[:2], answers, strict=True)]
+    best = candidate_blocks(comparative_scores(contaminated, uncontaminated, items), 32, 1)
+    assert meta["blocks_scored"] == [list(b) for b in best]
+    layer, start = best[0]
+    # one unpatched pass per model, then the candidate block patched into each: nothing else
+    assert sorted(journal.results) == sorted(
+        ["leaked", "base", "contaminated", f"base+{layer}:{start}-{start + 31}",
+         f"contaminated+{layer}:{start}-{start + 31}"])
+    assert sorted(ranking) == [(0, i) for i in range(128)]
+
+
 def run(strategy, loaded, store, greedy_store, m=4, **options):
     task = MemoTask()
     spec = SamplingSpec(m=m, temperature=0.7, max_new_tokens=24, seed=0)
@@ -242,3 +267,26 @@ def test_lne_blocking_refuses_greedy_without_entropies(memorised, tmp_path):
                        for q, d in zip(qs, decodes, strict=True)])
     with pytest.raises(ValueError, match="needs greedy entropies.*q0 \\(and 3 more\\)"):
         run("lne-blocking", loaded, RunStore(tmp_path / "lne"), shared, m=2)
+
+
+def test_ted_filters_an_identity_run_into_the_run_ted_would_sample(memorised, tmp_path):
+    """TED's decoding is identity's: filtering identity's samples gives, sample for sample, the
+    run TED samples itself with the same seed (stats included)."""
+    from zerogap.errors import UserError
+    from zerogap.runs import run_filter
+
+    model, tok, _ = memorised
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    greedy_store = RunStore(tmp_path / "greedy")
+    plain, own, filtered = (RunStore(tmp_path / n) for n in ("identity", "ted", "filtered"))
+    run("identity", loaded, plain, greedy_store)
+    run("ted", loaded, own, greedy_store)
+    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 4
+    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 0  # resumes
+    assert list(filtered.samples()) == list(own.samples())
+    assert run_counts(filtered) == run_counts(own)
+    assert filtered.config()["samples_of"] == "identity"
+    with pytest.raises(UserError, match="changes the decoding"):
+        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok, strategy="railcap")
+    with pytest.raises(UserError, match="not plain"):
+        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy="ted")

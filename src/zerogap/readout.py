@@ -65,8 +65,9 @@ def readout_of(config: Mapping[str, Any]) -> str:
 def run_counts(store: RunStore) -> list[dict[str, Any]]:
     """Per-question ``{"id", "correct", "samples", "first"}`` of a run, under its readout.
 
-    ``correct / samples`` is the question's readout; ``first`` grades sample 0, the one-draw
-    readout G-AP uses (0 under the ``zero`` readout). Questions in stored order. This is
+    ``correct / samples`` is the question's readout; ``first`` grades one response, the
+    one-draw readout G-AP uses: sample 0, or under ``ted-kept`` the first sample TED kept (0 when
+    it kept none, as its readout), and 0 under ``zero``. Questions in stored order. This is
     ``zerogap score``'s counts shape, and what ``zerogap runs show`` summarises.
     """
     kind = readout_of(store.config())
@@ -77,6 +78,17 @@ def run_counts(store: RunStore) -> list[dict[str, Any]]:
     for qid, rows in grouped.items():
         correct, samples = question_counts(kind, [r.correct for r in rows],
                                            [r.stats for r in rows])
-        first = 0 if kind == "zero" else int(rows[0].correct)
+        first = _first_correct(kind, rows)
         out.append({"id": qid, "correct": correct, "samples": samples, "first": first})
     return out
+
+
+def _first_correct(kind: str, rows: Sequence[Any]) -> int:
+    """The single-draw readout of one question: sample 0's grade; under ``ted-kept`` the
+    first kept sample's (0 when TED kept none, as its readout); 0 under ``zero``."""
+    if kind == "zero":
+        return 0
+    if kind == "ted-kept":
+        kept = [r for r in rows if r.stats.get("ted_kept")]
+        return int(kept[0].correct) if kept else 0
+    return int(rows[0].correct)

@@ -223,3 +223,43 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
                    entropies=backend.capabilities.entropies, patch=hooks.patch,
                    progress=progress, on_question=write)
     return len(todo)
+
+
+def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokenizer, *,
+               strategy: str, strategy_options: dict | None = None) -> int:
+    """A filtering strategy's run made from the plain samples of ``source``: nothing sampled.
+
+    A strategy whose decoding is plain sampling (TED: ``Strategy.filters_only``) draws exactly
+    what an identity run of the same model, sampling settings and seed draws, so its run is
+    that run's samples with the strategy's per-sample statistics added (from the greedy decodes
+    in ``greedy_store``). The store records ``source``'s configuration with this strategy's and
+    ``samples_of`` (the source directory's name). Returns questions added; like the sampling
+    runs it resumes, and refuses a source of another strategy or a question without a decode.
+    """
+    chosen = build_strategy(strategy, strategy_options)
+    if not chosen.filters_only:
+        raise UserError(f"strategy {strategy!r} changes the decoding; it cannot reuse samples")
+    config = source.config()
+    if config.get("strategy") != "identity":
+        raise UserError(f"{source.run_dir} holds a {config.get('strategy')!r} run, not plain "
+                        "samples")
+    store.check_config({
+        **{k: v for k, v in config.items() if not k.startswith("greedy_")},
+        "strategy": strategy, "strategy_config": chosen.config.to_dict(),
+        "readout": chosen.readout, "samples_of": source.run_dir.name,
+    })
+    done = store.completed_questions()
+    greedy = greedy_store.greedy()
+    grouped: dict[str, list[SampleRow]] = {}
+    for row in source.samples():
+        if row.question_id not in done:
+            grouped.setdefault(row.question_id, []).append(row)
+    missing = [q for q in grouped if q not in greedy]
+    if missing:
+        raise UserError(f"{greedy_store.run_dir} lacks the greedy decode of {missing[0]} (and "
+                        f"{len(missing) - 1} more) that {strategy} filters against")
+    for qid, rows in grouped.items():
+        extra = chosen.sample_stats(greedy[qid].text, [r.text for r in rows], tokenizer)
+        store.add_samples([replace(r, stats={**r.stats, **more})
+                           for r, more in zip(rows, extra, strict=True)])
+    return len(grouped)

@@ -110,6 +110,9 @@ class Strategy:
         Needs, with the greedy decode, its per-step entropies.
     samples_model : bool
         False for All-Zero, which draws nothing from the model.
+    filters_only : bool
+        Its decoding is plain sampling and it only adds per-sample statistics (TED), so an
+        identity run of the same settings can supply its samples (:func:`zerogap.runs.run_filter`).
     readout : str
         The readout kind (:data:`zerogap.readout.READOUTS`) recorded with its runs.
     requires : tuple of str
@@ -120,6 +123,7 @@ class Strategy:
     needs_greedy: ClassVar[bool] = False
     needs_entropy: ClassVar[bool] = False
     samples_model: ClassVar[bool] = True
+    filters_only: ClassVar[bool] = False
     readout: ClassVar[str] = "plain"
     requires: ClassVar[tuple[str, ...]] = ()
 
@@ -183,6 +187,7 @@ class TEDStrategy(Strategy):
 
     config_class = TEDConfig
     needs_greedy = True
+    filters_only = True
     readout = "ted-kept"
 
     def sample_stats(self, greedy_text, texts, tokenizer) -> list[dict]:

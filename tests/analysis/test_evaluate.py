@@ -2,6 +2,7 @@
 adapter on it as the contaminated one, the toy task, every strategy, m = 4."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,16 +19,16 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     study = json.loads((out / "study.json").read_text())
     entry = study["settings"][0]
     assert entry["questions"] == 10 and len(entry["leaked"]) == 5
-    assert set(entry["counts"]["strategies"]) == set(STRATEGIES)
+    # All-Zero samples nothing: no run, scored from the clean counts by the report
+    assert set(entry["counts"]["strategies"]) == set(STRATEGIES) - {"all-zero"}
     for path in [entry["counts"]["clean"], entry["counts"]["repeat"],
                  *entry["counts"]["strategies"].values()]:
         counts = read_counts(out / path)
-        assert len(counts) == 10 and set(counts.samples) == {4}
-    zero = read_counts(out / entry["counts"]["strategies"]["all-zero"])
-    assert zero.correct.sum() == 0
-    # one progress display for the whole study: rows only ever grow, up to the planned total
+        assert len(counts) == 10 and (set(counts.samples) == {4} or path.endswith("ted.jsonl"))
+    # one progress display for the whole study: rows only ever grow, up to the planned total;
+    # TED filters identity's samples, so only identity, LNE-blocking, shortcut and RailCap sample
     rows = [r for _, r, _ in states]
-    planned = 10 * 4 * (2 + len(STRATEGIES)) + 2 * 10  # 2 clean batches, 2 greedy decodes
+    planned = 10 * 4 * (2 + 4) + 2 * 10  # 2 clean batches, 2 greedy decodes
     assert rows == sorted(rows) and rows[-1] == states[-1][2] == planned
     assert any("neurons" in stage for stage, _, _ in states)
     ranks = json.loads((out / entry["ranks"]).read_text())
@@ -48,6 +49,28 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     assert {v.outcome for v in verdicts} <= {"restored", "not restored", "inconclusive"}
 
 
+def test_ted_reads_identitys_samples_and_its_first_read_is_a_kept_one(study_dir):
+    from zerogap.store import RunStore
+
+    out, _, _ = study_dir
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    with RunStore(out / entry["runs"]["identity"], create=False) as store:
+        plain = [(r.question_id, r.sample, r.text, r.correct) for r in store.samples()]
+    with RunStore(out / entry["runs"]["ted"], create=False) as store:
+        ted = list(store.samples())
+        config = store.config()
+    assert [(r.question_id, r.sample, r.text, r.correct) for r in ted] == plain
+    assert config["samples_of"] == Path(entry["runs"]["identity"]).name
+    assert config["strategy"] == "ted" and config["readout"] == "ted-kept"
+    counts = read_counts(out / entry["counts"]["strategies"]["ted"])
+    by_question: dict[str, list] = {}
+    for r in ted:
+        by_question.setdefault(r.question_id, []).append(r)
+    for qid, first in zip(counts.ids, counts.first, strict=True):
+        kept = [r for r in by_question[qid] if r.stats["ted_kept"]]
+        assert first == (int(kept[0].correct) if kept else 0)
+
+
 def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     out, _, _ = study_dir
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
@@ -64,7 +87,7 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     study = reduced_study(m=5, strategies=("identity", "railcap"))
     from zerogap.analysis.evaluate import _plan, prepare
 
-    jobs, _ = _plan(study, prepare(study)[0], out)
+    jobs, _, _ = _plan(study, prepare(study)[0], out)
     todo = {job.label: job.todo for job in jobs}
     assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
     assert todo["clean greedy"] == todo["contaminated greedy"] == 0
@@ -187,7 +210,7 @@ def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path)
     study = reduced_study(strategies=("identity",))
     same = replace(study.settings[0], contaminated=study.settings[0].clean)
     study = replace(study, settings=(same,))
-    jobs, _ = _plan(study, prepare(study)[0], tmp_path)
+    jobs, _, _ = _plan(study, prepare(study)[0], tmp_path)
     greedy = [job for job in jobs if job.kind == "greedy"]
     assert greedy[0].run_dir == greedy[1].run_dir
     assert [job.todo for job in greedy] == [10, 0]
@@ -203,10 +226,11 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
     setting = prepare(study)[0]
-    jobs = {j.label: j for j in _plan(study, setting, out)[0]}
+    # the design checks are recomputed every time (they read the runs, and cost nothing)
+    jobs = {j.label: j for j in _plan(study, setting, out)[0] if j.kind != "design"}
     assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        again = {j.label: j for j in _plan(other, setting, out, dtype)[0]}
+        again = {j.label: j for j in _plan(other, setting, out, dtype)[0] if j.kind != "design"}
         assert again.keys() == jobs.keys()
         assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
         assert all(job.todo == 10 for job in again.values())
@@ -240,9 +264,14 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     monkeypatch.setattr(zerogap.engine, "greedy", counting_greedy)
     evaluate(study, tmp_path / "whole")
     whole = sum(decoded)
+    # Decoded for location: base unpatched, base and contaminated patched (one block), each
+    # over the 2 calibration questions. The contaminated model's answers to the 5 leaked
+    # questions and its 2 unpatched grades come from the study's greedy decodes of it.
+    seeded = 5 + 2
+    assert whole == 3 * 2
     (ranking,) = (tmp_path / "whole" / "neurons").glob("*.json")
 
-    record, kept = Journal.record, 7
+    record, kept = Journal.record, seeded + 2
     def stop_after_kept(self, key, question_id, value):
         record(self, key, question_id, value)
         if len(self) == kept:
@@ -255,7 +284,62 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     monkeypatch.setattr(Journal, "record", record)
     decoded.clear()
     evaluate(study, tmp_path / "stopped")
-    assert sum(decoded) == whole - kept  # only what the journal lacked was decoded again
+    assert sum(decoded) == whole - (kept - seeded)  # only what the journal lacked
     assert not journal.exists()
     resumed = json.loads((tmp_path / "stopped" / "neurons" / ranking.name).read_text())
     assert resumed["neurons"] == json.loads(ranking.read_text())["neurons"]
+
+
+def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
+    from zerogap.analysis.evaluate import prepare
+    from zerogap.decoding.shortcut import load_neurons
+
+    out, _, _ = study_dir
+    (setting,) = prepare(reduced_study())
+    assert [q.id for q in setting.calibration] == ["test-0", "test-5"]  # leaked, unleaked
+    neurons = next((out / "neurons").glob("*.json"))
+    _, meta = load_neurons(neurons)
+    assert meta["calibration_ids"] == ["test-0", "test-5"]
+    assert meta["block_size"] == 128  # the tiny Llama's MLP width, the divisor nearest 512
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    assert entry["baselines"]["shortcut"] == {"block_size": 128, "blocks_total": 1,
+                                              "blocks_scored": 1, "calibration": 2,
+                                              "calibration_leaked": 1}
+
+
+def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):
+    from zerogap.analysis.evaluate import _plan, prepare
+    from zerogap.analysis.study import SettingSpec, StudySpec
+
+    setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
+                          limit=8)
+    study = StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
+                      ablation=True, m=2)
+    (prepared,) = prepare(study)
+    assert prepared.t_task == 2  # 16.2 words a solution against GSM8K's 54.8: 7 -> 2
+    jobs = {job.label: job for job in _plan(study, prepared, tmp_path)[0]}
+    assert jobs["lne-blocking"].options == {"t_task": 2}
+    assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
+    assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
+
+
+def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path):
+    from zerogap.store import RunStore
+
+    study = reduced_study(strategies=("identity", "ted", "railcap"), controls=("ted", "railcap"))
+    report = evaluate(study, tmp_path)
+    entry = json.loads((tmp_path / "study.json").read_text())["settings"][0]
+    assert set(entry["counts"]["controls"]) == {"ted", "railcap"}
+    clean_print = entry["clean"]["fingerprint"]
+    for label, run in entry["control_runs"].items():
+        with RunStore(tmp_path / run, create=False) as store:
+            assert store.config()["model_fingerprint"] == clean_print, label
+    # TED on the clean model filters the clean model's second batch
+    with RunStore(tmp_path / entry["control_runs"]["ted"], create=False) as store:
+        assert store.config()["samples_of"] == Path(entry["runs"]["clean, 2nd batch"]).name
+    controls = report.checks["tiny-toy"].controls
+    assert controls is not None and list(controls.strategies) == ["ted", "railcap"]
+    with pytest.raises(ValueError, match="identity.*no control"):
+        reduced_study(controls=("identity",))
+    with pytest.raises(ValueError, match="not one of the study's strategies"):
+        reduced_study(strategies=("identity",), controls=("railcap",))

@@ -10,9 +10,15 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
   second batch, for the measured noise floor and Figure 2;
 * greedy decodes of both models, once, shared by every strategy that needs them (RailCap, TED,
   LNE-blocking; the clean ones give Figure 1 b/d);
+* identity on the contaminated model (seed ``seed + 2``, so no run shares noise with the
+  clean ones: the noise floor assumes independent batches), then the design checks
+  (:mod:`zerogap.analysis.design`), measured on the two models alone before any other
+  strategy samples;
 * shortcut neurons, located once per (models, leaked questions, calibration) and saved;
-* each strategy on the contaminated model (seed ``seed + 2``, so no run shares noise with
-  the clean ones: the noise floor assumes independent batches);
+* each other strategy on the contaminated model (seed ``seed + 2``); TED filters identity's
+  samples rather than drawing the same ones again, and All-Zero samples nothing (the report
+  scores it from the clean counts);
+* the controls: strategies applied to the clean model (``StudySpec.controls``);
 * the teacher-forced ranks of Figure 1 b/d.
 
 Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
@@ -77,13 +83,39 @@ def parse_strategy(label: str) -> tuple[str, dict]:
 
 @dataclass
 class _Setting:
-    """A setting made concrete: its task, questions and split (no model loaded)."""
+    """A setting made concrete: its task, questions and split (no model loaded).
+
+    ``t_task`` is LNE-blocking's task threshold for this task (None where the task has no
+    reference solutions to measure: the strategy's own default then applies).
+    """
 
     spec: SettingSpec
     task: Any
     questions: list
     leaked: list[str] | None
     calibration: list
+    t_task: int | None = None
+
+
+def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
+    """``first[0], second[0], first[1], ...``, the longer list's rest at the end."""
+    out = [x for pair in zip(first, second, strict=False) for x in pair]
+    short = min(len(first), len(second))
+    return out + list(first[short:]) + list(second[short:])
+
+
+def _t_task(task: Any, split: str, questions: Sequence) -> int | None:
+    """LNE-blocking's T_task for the questions' reference solutions
+    (:func:`zerogap.decoding.blocking.scaled_t_task`), or None for a task without them."""
+    from zerogap.decoding.blocking import scaled_t_task
+    from zerogap.tasks.prompt import cot_solution
+
+    if not hasattr(task, "rows"):
+        return None
+    rows = task.rows(split)
+    index = {q.id: i for i, q in enumerate(task.questions(split))}
+    words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
+    return scaled_t_task(sum(words) / len(words))
 
 
 def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size: int, *,
@@ -114,7 +146,10 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         wanted = set(keep_leaked) | set(keep_unleaked)
         questions = [q for q in questions if q.id in wanted]
         leaked = keep_leaked
-        calibration = [by_id[q] for q in split["unleaked"]][:calibration_size]
+        # The authors' scoring set is the test set, leaked half included (baselines.md §3, A2):
+        # without leaked items, Acc(M_co) - Acc(M_co + patch) never sees the inflation.
+        calibration = [by_id[q] for q in _alternate(split["leaked"], split["unleaked"])
+                       ][:calibration_size]
     elif spec.limit is not None:
         questions = questions[: spec.limit]
     if not questions:
@@ -123,7 +158,8 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
                          "leaked questions locate its neurons); give --split or leave it out "
                          "of --strategies")
-    return _Setting(spec, task, questions, leaked, calibration)
+    return _Setting(spec, task, questions, leaked, calibration,
+                    _t_task(task, spec.task_split, questions))
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:
@@ -144,15 +180,22 @@ def _digest(fields_: dict) -> str:
 
 @dataclass
 class _Job:
-    """One resumable unit of a study: a sampling run, greedy decodes, or neuron location."""
+    """One resumable unit of a study: a sampling run, greedy decodes, a filter over another
+    run's samples (TED), neuron location, or the design checks.
 
-    kind: str  # "sample" | "greedy" | "neurons"
+    ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
+    ``source`` is the run a filter reads its samples from.
+    """
+
+    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design"
     label: str
     role: str  # whose model: "clean" | "contaminated"
     run_dir: Path
     strategy: str = "identity"
     options: dict = field(default_factory=dict)
     seed: int = 0
+    greedy_dir: Path | None = None
+    source: Path | None = None
     todo: int = 0
     rows: int = 0
 
@@ -168,12 +211,19 @@ def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
 
 
 def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
-          ) -> tuple[list[_Job], dict[str, Path]]:
-    """The jobs of one setting in execution order, and each strategy label's run dir.
+          ) -> tuple[list[_Job], dict[str, Path], dict[str, Path]]:
+    """The jobs of one setting in execution order, each strategy label's run dir, and each
+    control's (a strategy applied to the clean model) run dir.
 
     The backend and the weight dtype are part of a run's configuration: runs made otherwise
-    get other directories (named as before for the HF engine in float32).
+    get other directories (named as before for the HF engine in float32). Identity comes
+    first, then the design checks (which read it), then the other strategies, then the
+    controls. A strategy that samples nothing (All-Zero) gets no run: the report scores it
+    from the clean counts. A filtering strategy (TED) reads the plain samples of its model
+    (identity's run; for the clean model, its second batch) instead of sampling them again.
     """
+    from zerogap.strategies import strategy_class
+
     spec = s.spec
     ids = {q.id for q in s.questions}
     task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
@@ -187,48 +237,87 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
     def run_dir(kind: str, model: str, **extra) -> Path:
         return out / "runs" / f"{kind}-{_digest({'model': model, **task_id, **extra})}"
 
-    greedy_cl = run_dir("greedy", spec.clean, greedy_max_new_tokens=study.max_new_tokens)
-    greedy_co = run_dir("greedy", spec.contaminated, greedy_max_new_tokens=study.max_new_tokens)
+    greedy = {role: run_dir("greedy", getattr(spec, role),
+                            greedy_max_new_tokens=study.max_new_tokens)
+              for role in ("clean", "contaminated")}
     jobs = [
         _Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
-                                                 **sampling), seed=study.seed),
+                                                 **sampling), seed=study.seed,
+             greedy_dir=greedy["clean"]),
         _Job("sample", REPEAT, "clean", run_dir("clean", spec.clean, seed=study.seed + 1,
-                                                **sampling), seed=study.seed + 1),
-        _Job("greedy", "clean greedy", "clean", greedy_cl),
-        _Job("greedy", "contaminated greedy", "contaminated", greedy_co),
+                                                **sampling), seed=study.seed + 1,
+             greedy_dir=greedy["clean"]),
+        _Job("greedy", "clean greedy", "clean", greedy["clean"]),
+        _Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"]),
     ]
     dirs: dict[str, Path] = {"clean": jobs[0].run_dir, REPEAT: jobs[1].run_dir,
-                             "greedy": greedy_co, "clean greedy": greedy_cl}
-    for label in study.labels():
+                             "greedy": greedy["contaminated"], "clean greedy": greedy["clean"]}
+    neurons = out / "neurons" / (_digest({
+        "models": [spec.base, spec.contaminated, spec.clean], **task_id,
+        "leaked": sorted(s.leaked or []), "calibration": [q.id for q in s.calibration],
+        "block": study.neuron_block, "candidates": study.neuron_candidates,
+        "max_new_tokens": study.max_new_tokens,
+    }) + ".json")
+
+    def strategy_job(label: str, role: str, plain: Path | None) -> _Job | None:
         name, options = parse_strategy(label)
+        chosen = strategy_class(name)
+        if not chosen.samples_model:
+            return None
+        model = getattr(spec, role)
         if name == "shortcut":
-            neurons = out / "neurons" / (_digest({
-                "models": [spec.base, spec.contaminated, spec.clean], **task_id,
-                "leaked": sorted(s.leaked or []), "calibration": [q.id for q in s.calibration],
-                "block": study.neuron_block, "max_new_tokens": study.max_new_tokens,
-            }) + ".json")
-            jobs.append(_Job("neurons", "shortcut neurons", "contaminated", neurons))
+            if not any(job.kind == "neurons" for job in jobs):
+                jobs.append(_Job("neurons", "shortcut neurons", "contaminated", neurons))
             # The run records the list's absolute path; its name (a digest) names the run.
             options = {"neurons": str(neurons.resolve()), "base": spec.base}
+        if name == "lne-blocking" and "t_task" not in options and s.t_task is not None:
+            options = {**options, "t_task": s.t_task}
         named = {**options, "neurons": Path(options["neurons"]).name} if "neurons" in options \
             else options
-        job = _Job("sample", label, "contaminated",
-                   run_dir(slug(name), spec.contaminated, strategy=name, options=named,
-                           seed=study.seed + 2, **sampling),
-                   strategy=name, options=options, seed=study.seed + 2)
-        jobs.append(job)
-        dirs[label] = job.run_dir
+        shown = label if role == "contaminated" else f"{label} on the clean model"
+        if chosen.filters_only and plain is not None:
+            return _Job("filter", shown, role,
+                        run_dir(slug(name), model, strategy=name, options=named,
+                                samples_of=plain.name),
+                        strategy=name, options=options, greedy_dir=greedy[role], source=plain)
+        return _Job("sample", shown, role,
+                    run_dir(slug(name), model, strategy=name, options=named,
+                            seed=study.seed + 2, **sampling),
+                    strategy=name, options=options, seed=study.seed + 2,
+                    greedy_dir=greedy[role])
+
+    labels = study.labels()
+    made: dict[str, Path] = {}
+    # Identity first: the design checks read it before any strategy samples.
+    for label in sorted(labels, key=lambda label: label != "identity"):
+        job = strategy_job(label, "contaminated", made.get("identity"))
+        if job is not None:
+            jobs.append(job)
+            made[label] = job.run_dir
+        if label == "identity":
+            jobs.append(_Job("design", "design checks", "contaminated",
+                             out / "design" / f"{slug(spec.name)}.json"))
+    dirs.update({label: made[label] for label in labels if label in made})  # table order
+    controls: dict[str, Path] = {}
+    for label in study.control_labels():
+        job = strategy_job(label, "clean", dirs[REPEAT])
+        if job is not None:
+            jobs.append(job)
+            controls[label] = job.run_dir
     seen: set[Path] = set()
     for job in jobs:
         if job.kind == "neurons":
             job.todo = 0 if job.run_dir.is_file() else 1
+        elif job.kind == "design":
+            job.todo = 1  # cheap, and it reads runs that may have grown: always recomputed
         elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once
             job.todo = 0
         else:
             seen.add(job.run_dir)
             job.todo = _missing(job.run_dir, ids, job.kind == "greedy")
-            job.rows = job.todo * (study.m if job.kind == "sample" else 1)
-    return jobs, dirs
+            job.rows = job.todo * (study.m if job.kind == "sample" else
+                                   1 if job.kind == "greedy" else 0)
+    return jobs, dirs, controls
 
 
 # -- progress ------------------------------------------------------------------------------------
@@ -348,18 +437,31 @@ class _Models:
         self.loaded.clear()
 
 
-def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_dir: Path,
-             tracker: _Tracker) -> None:
+def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models,
+             dirs: dict[str, Path], tracker: _Tracker) -> None:
     from zerogap.engine.base import SamplingSpec
-    from zerogap.runs import run_greedy, run_sample
+    from zerogap.runs import run_filter, run_greedy, run_sample
     from zerogap.store import RunStore
 
     if job.kind == "neurons":
         tracker.stage(f"{s.spec.name}: locating shortcut neurons")
-        _locate_neurons(job.run_dir, study, s, models)
+        _locate_neurons(job.run_dir, study, s, models, dirs["greedy"])
+        return
+    if job.kind == "design":
+        tracker.stage(f"{s.spec.name}: design checks")
+        criteria = _design_checks(job.run_dir, s, dirs)
+        met = sum(c.met for c in criteria)
+        tracker.stage(f"{s.spec.name}: design checks: {met} of {len(criteria)} met")
         return
     loaded, backend = models(job.role), models.backend_of(job.role)
     tracker.stage(f"{s.spec.name}: {job.label}")
+    if job.kind == "filter":  # no sampling: rows are not the study's progress
+        assert job.source is not None and job.greedy_dir is not None
+        with RunStore(job.run_dir) as store, RunStore(job.source, create=False) as source, \
+                RunStore(job.greedy_dir, create=False) as greedy_store:
+            run_filter(source, store, greedy_store, loaded.tokenizer, strategy=job.strategy,
+                       strategy_options=job.options)
+        return
     with _counting_store(job.run_dir, tracker) as store:
         if job.kind == "greedy":
             run_greedy(loaded, s.task, s.questions, store, split=s.spec.task_split,
@@ -367,36 +469,98 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models, greedy_d
             return
         settings = SamplingSpec(m=study.m, temperature=study.temperature,
                                 max_new_tokens=study.max_new_tokens, seed=job.seed)
-        with RunStore(greedy_dir) as greedy_store:
+        assert job.greedy_dir is not None
+        with RunStore(job.greedy_dir) as greedy_store:
             run_sample(loaded, s.task, s.questions, store, settings, split=s.spec.task_split,
                        strategy=job.strategy, strategy_options=job.options,
                        greedy_store=greedy_store, backend=backend)
 
 
-def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models) -> None:
+def _design_checks(path: Path, s: _Setting, dirs: dict[str, Path]) -> list:
+    """Measure the design criteria on the two models alone (clean batches, identity, greedy)
+    and write them to ``path``; see :mod:`zerogap.analysis.design`."""
+    import numpy as np
+
+    from zerogap.analysis.design import design_criteria, write_design
+    from zerogap.readout import run_counts
+    from zerogap.store import RunStore
+
+    ids = [q.id for q in s.questions]
+
+    def solve(label: str) -> np.ndarray:
+        with RunStore(dirs[label], create=False) as store:
+            rows = {r["id"]: r for r in run_counts(store)}
+        return np.array([rows[q]["correct"] / rows[q]["samples"] for q in ids])
+
+    with RunStore(dirs["greedy"], create=False) as store:
+        greedy = {q: g.text.strip() for q, g in store.greedy().items()}
+    copies = dict.fromkeys(ids, 0)
+    samples = dict.fromkeys(ids, 0)
+    with RunStore(dirs["identity"], create=False) as store:
+        for row in store.samples():
+            if row.question_id in copies:
+                samples[row.question_id] += 1
+                copies[row.question_id] += row.text.strip() == greedy[row.question_id]
+    leaked = set(s.leaked or ())
+    criteria = design_criteria(
+        solve("clean"), solve(REPEAT), solve("identity"),
+        np.array([copies[q] for q in ids]), np.array([samples[q] for q in ids]),
+        np.array([q in leaked for q in ids]),
+    )
+    write_design(path, criteria, ids)
+    return criteria
+
+
+def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
+                    greedy_dir: Path) -> None:
     """Rank the setting's neurons into ``path``; each question's result is journaled beside
-    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped."""
+    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped.
+
+    The contaminated model's unpatched greedy passes (its answers to leaked questions, its
+    grades on calibration questions) are the study's own greedy decodes of that model in
+    ``greedy_dir`` (same prompts, token limit and stop strings), so they enter the journal
+    from there instead of being decoded again.
+    """
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.models import load_model
-    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import (
+        Journal,
+        journal_path,
+        locate_neurons,
+        nearest_block_size,
+        save_neurons,
+    )
+    from zerogap.store import RunStore
 
     contaminated, clean = models("contaminated"), models("clean")
     base = load_model(s.spec.base, device=str(contaminated.model.device))
     by_id = {q.id: q for q in s.questions}
     leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
-    block = study.neuron_block or mlp_width(contaminated.model)[1]
+    d_ff = mlp_width(contaminated.model)[1]
+    block = nearest_block_size(d_ff, study.neuron_block or d_ff)
     setup = {"task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
              "leaked_ids": [q.id for q in leaked],
              "calibration_ids": [q.id for q in s.calibration]}
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = journal_path(path)
     journal = Journal(kept, {**setup, "block_size": block,
+                             "candidates": study.neuron_candidates,
                              "max_new_tokens": study.max_new_tokens})
     journal.check_models({"base": base.fingerprint, "contaminated": contaminated.fingerprint,
                           "uncontaminated": clean.fingerprint})
+    with RunStore(greedy_dir, create=False) as store:
+        decoded = store.greedy()
+    for key, questions, value in (
+            ("leaked", leaked, lambda g: list(g.token_ids)),
+            ("contaminated", s.calibration, lambda g: int(g.correct))):
+        done = journal.results.get(key, {})
+        for q in questions:
+            if q.id in decoded and q.id not in done:
+                journal.record(key, q.id, value(decoded[q.id]))
     ranking, meta = locate_neurons(
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
-        s.calibration, block_size=block, max_new_tokens=study.max_new_tokens, journal=journal,
+        s.calibration, block_size=block, candidates=study.neuron_candidates,
+        max_new_tokens=study.max_new_tokens, journal=journal,
     )
     meta.update({
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
@@ -593,28 +757,28 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     engine = engine or EngineOptions(device=device, max_batch=max_batch)
     prepared = prepare(study)
     planned = [(s, *_plan(study, s, out, engine.dtype)) for s in prepared]
-    state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _ in planned),
-                          questions_total=sum(j.todo for _, jobs, _ in planned for j in jobs
-                                              if j.kind != "neurons"),
-                          rows_total=sum(j.rows for _, jobs, _ in planned for j in jobs))
+    state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
+                          questions_total=sum(j.todo for _, jobs, _, _ in planned for j in jobs
+                                              if j.kind in ("sample", "greedy")),
+                          rows_total=sum(j.rows for _, jobs, _, _ in planned for j in jobs))
     tracker = _Tracker(progress, state)
     if study.sweep is not None and missing_variants(study.sweep):
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
     entries = []
-    for s, jobs, dirs in planned:
+    for s, jobs, dirs, controls in planned:
         models = _Models(s.spec, study.backend, engine, tracker)
         try:
             for job in jobs:
                 if job.todo:
-                    _run_job(job, study, s, models, dirs["greedy"], tracker)
+                    _run_job(job, study, s, models, dirs, tracker)
                 state.jobs_done += 1
                 tracker.emit()
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
             _ranks(ranks, s, models, dirs["clean greedy"], tracker)
         finally:
             models.close()
-        entries.append(_entry(s, dirs, models, out, ranks))
+        entries.append(_entry(s, dirs, controls, models, out, ranks))
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "study.toml", study_toml(study, out))
@@ -629,7 +793,8 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     return write_report(out)
 
 
-def _entry(s: _Setting, dirs: dict[str, Path], models: _Models, out: Path, ranks: Path) -> dict:
+def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path], models: _Models,
+           out: Path, ranks: Path) -> dict:
     """The setting's record in study.json; counts exported, paths relative to ``out``."""
     from zerogap.store import RunStore
 
@@ -642,6 +807,12 @@ def _entry(s: _Setting, dirs: dict[str, Path], models: _Models, out: Path, ranks
         target = base / f"{slug(label)}.jsonl"
         _export_counts(run_dir, target, ids)
         files[label] = str(target.relative_to(out))
+    control_files = {}
+    for label, run_dir in controls.items():
+        target = base / "controls" / f"{slug(label)}.jsonl"
+        _export_counts(run_dir, target, ids)
+        control_files[label] = str(target.relative_to(out))
+    design = out / "design" / f"{slug(s.spec.name)}.json"
     fingerprints = {}
     for role, label in (("clean", "clean"), ("contaminated", "identity")):
         if label in dirs:
@@ -657,12 +828,36 @@ def _entry(s: _Setting, dirs: dict[str, Path], models: _Models, out: Path, ranks
                          "fingerprint": fingerprints.get("contaminated")},
         "base": s.spec.base,
         "counts": {"clean": files.pop("clean"), "repeat": files.pop(REPEAT),
-                   "strategies": files},
+                   "strategies": files, "controls": control_files},
         "runs": {label: str(d.relative_to(out)) for label, d in dirs.items()},
+        "control_runs": {label: str(d.relative_to(out)) for label, d in controls.items()},
+        "design": str(design.relative_to(out)) if design.is_file() else None,
+        "baselines": _baselines(s, dirs),
         "figure_runs": {k: str(dirs[k].relative_to(out)) for k in ("identity", "greedy")
                         if k in dirs},
         "ranks": str(ranks.relative_to(out)),
     }
+
+
+def _baselines(s: _Setting, dirs: dict[str, Path]) -> dict:
+    """What the baselines were set to at this scale, for the report: LNE-blocking's T_task and
+    shortcut-neuron location's block size, blocks scored and calibration questions."""
+    from zerogap.decoding.shortcut import load_neurons
+    from zerogap.store import RunStore
+
+    out: dict[str, Any] = {"lne_t_task": s.t_task}
+    if "shortcut" in dirs:
+        with RunStore(dirs["shortcut"], create=False) as store:
+            _, meta = load_neurons(store.config()["strategy_config"]["neurons"])
+        leaked = set(meta.get("leaked_ids", ()))
+        calibration = meta.get("calibration_ids", [])
+        out["shortcut"] = {
+            "block_size": meta.get("block_size"), "blocks_total": meta.get("blocks_total"),
+            "blocks_scored": len(meta.get("blocks_scored", [])),
+            "calibration": len(calibration),
+            "calibration_leaked": sum(q in leaked for q in calibration),
+        }
+    return out
 
 
 def _versions() -> dict[str, str]:
@@ -676,15 +871,32 @@ def _versions() -> dict[str, str]:
 DEMO_QUESTIONS = 12
 DEMO_M = 6
 DEMO_MAX_NEW_TOKENS = 48
+# Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
+# B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
+# (the authors score the test set, leaked half included) for the 2 blocks of highest
+# comparative score: one unpatched and four patched greedy passes instead of 176. Measured
+# side by side, a patched pass over the 12 questions costs 1.5 of the demo's sampling runs, so
+# even this leaves location at about 40% of the study, not a fifth (docs/demo-design.md).
+DEMO_NEURON_BLOCK = 512
+DEMO_NEURON_CANDIDATES = 2
 
 
-def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M) -> StudySpec:
-    """The demo's study on models built by ``zerogap contaminate``'s laptop preset."""
+def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M,
+               controls: bool = False, ablation: bool = False) -> StudySpec:
+    """The demo's study on models built by ``zerogap contaminate``'s laptop preset.
+
+    RailCap always runs on the clean model too (its collateral damage on templated answers);
+    ``controls`` applies every strategy there, ``ablation`` adds the grid
+    :data:`zerogap.analysis.study.ABLATION`.
+    """
     setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
                           contaminated=str(models / "contaminated"), task="arith",
                           split_file=str(models / "split.json"), limit=questions)
     return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
-                     calibration_size=2, title="zerogap demo (embedded model)")
+                     calibration_size=questions, neuron_block=DEMO_NEURON_BLOCK,
+                     neuron_candidates=DEMO_NEURON_CANDIDATES, controls=("railcap",),
+                     all_controls=controls, ablation=ablation,
+                     title="zerogap demo (embedded model)")
 
 
 def build_demo_models(models: Path, *, progress: bool = True) -> None:

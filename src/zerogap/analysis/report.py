@@ -16,11 +16,13 @@ import base64
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
+from zerogap.analysis.design import Criterion, read_design
+from zerogap.analysis.findings import Finding, findings
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
     ALL_ZERO,
@@ -55,6 +57,43 @@ VERDICT_MEANING = (
 
 
 @dataclass(frozen=True)
+class SettingChecks:
+    """A setting's design criteria (empty when the study did not measure them), the paper's
+    findings F1-F3 (:mod:`zerogap.analysis.findings`) and its controls: the strategies applied
+    to the clean model, scored against the clean model (None when it ran none)."""
+
+    design: tuple[Criterion, ...]
+    findings: tuple[Finding, ...]
+    controls: Scorecard | None
+    baselines: dict = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """Plain-text lines: baselines' settings, criteria, findings, controls."""
+        out = []
+        if self.baselines.get("lne_t_task") is not None:
+            out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
+                       "(GSM8K's 7 scaled by solution length)")
+        cut = self.baselines.get("shortcut")
+        if cut:
+            out.append(f"shortcut neurons: blocks of {cut['block_size']}, {cut['blocks_scored']} "
+                       f"of {cut['blocks_total']} scored causally on {cut['calibration']} "
+                       f"questions ({cut['calibration_leaked']} leaked)")
+        if self.design:
+            met = sum(c.met for c in self.design)
+            out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "
+                       "models before any strategy sampled):")
+            out += [f"  {c.sentence()}" for c in self.design]
+        out.append("findings (one-sided paired tests, alpha 0.05):")
+        out += [f"  {f.sentence()}" for f in self.findings]
+        if self.controls is not None:
+            out.append("controls on the clean model (collateral damage alone; ~0 is none):")
+            for name in self.controls.strategies:
+                ci = self.controls.interval(name, "sa_ppg")
+                out.append(f"  {name}: SA-PPG {ci.estimate:.4f} [{ci.low:.3f}, {ci.high:.3f}]")
+        return out
+
+
+@dataclass(frozen=True)
 class Report:
     """What :func:`write_report` wrote and the numbers a command prints."""
 
@@ -64,6 +103,7 @@ class Report:
     scores: dict[str, Scorecard]
     verdicts_markdown: str
     figures: list[Path]
+    checks: dict[str, SettingChecks] = field(default_factory=dict)
 
 
 def check_report_destinations(folder: Path) -> None:
@@ -93,6 +133,24 @@ def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecar
     leaked = entry.get("leaked")
     return score(clean, runs, scoring, references=references,
                  leaked=None if leaked is None else frozenset(leaked))
+
+
+def setting_checks(folder: Path, entry: dict, card: Scorecard,
+                   scoring: ScoreSettings) -> SettingChecks:
+    """The design criteria a study recorded for ``entry``, the findings on ``card`` (its
+    strategies, All-Zero included, and its second clean batch) and the controls' scorecard."""
+    design = tuple(read_design(folder / entry["design"])) if entry.get("design") else ()
+    repeat = card.reference(REPEAT)
+    found = findings(card.clean.counts, {r.name: r.counts for r in card.runs},
+                     None if repeat is None else repeat.counts, bins=card.bins,
+                     n_resamples=max(scoring.resamples, 1), seed=scoring.seed)
+    controls = entry.get("counts", {}).get("controls") or {}
+    card_controls = None
+    if controls:
+        card_controls = score(card.clean, [load_input(label, folder / path)
+                                           for label, path in controls.items()],
+                              replace(scoring, bins=card.bins))
+    return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {})
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
@@ -157,14 +215,17 @@ def _write_text(path: Path, text: str) -> None:
     write_text(path, text)
 
 
-def _markdown(study, entries, tables, verdicts_md, figures, folder) -> str:
+def _markdown(study, entries, tables, verdicts_md, figures, folder, checks) -> str:
     lines = [f"# Restoration study: {study.get('title', folder.name)}", ""]
     for e in entries:
         lines.append(f"- **{e['name']}**: task {e['task']} ({e['split']}), {e['questions']} "
                      f"questions; clean `{e['clean']['spec']}` ({e['clean']['fingerprint']}), "
                      f"contaminated `{e['contaminated']['spec']}` "
                      f"({e['contaminated']['fingerprint']})")
-    lines += ["", "## Verdicts", "", VERDICT_MEANING, "", verdicts_md, "## Tables", ""]
+    lines += ["", "## Design checks, findings and controls", ""]
+    for name, c in checks.items():
+        lines += [f"**{name}**", "", "```", *c.lines(), "```", ""]
+    lines += ["## Verdicts", "", VERDICT_MEANING, "", verdicts_md, "## Tables", ""]
     lines += [t.to_markdown() for t in tables]
     lines += ["## Figures", ""]
     lines += [f"![{title}]({path.relative_to(folder)})" for title, path in figures]
@@ -195,6 +256,10 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
     drawn = [(title, caption, paths) for e in entries
              for title, caption, paths in _figures(folder, e, checked.ranks[e["name"]],
                                                    scores[e["name"]])]
+    checks = {e["name"]: setting_checks(folder, e, scores[e["name"]], scoring) for e in entries}
+    write_text(folder / "tables" / "findings.json", json.dumps(
+        {name: [f.to_dict() for f in c.findings] for name, c in checks.items()},
+        indent=2) + "\n")
     verdicts_md = verdict_table(scores)
     _write_text(folder / "tables" / "verdicts.md", verdicts_md)
     _write_text(folder / "tables" / "verdicts.json", json.dumps(
@@ -215,13 +280,14 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
         commands=study.get("commands", []), versions=study.get("versions", {}),
+        checks=checks,
     )
     _write_text(folder / "report.html", html)
     md = _markdown(study, entries, tables, verdicts_md, [(t, p["png"]) for t, _, p in drawn],
-                   folder)
+                   folder, checks)
     _write_text(folder / "report.md", md)
     return Report(folder / "report.html", folder / "report.md", tables, scores, verdicts_md,
-                  [p[k] for _, _, p in drawn for k in ("png", "svg")])
+                  [p[k] for _, _, p in drawn for k in ("png", "svg")], checks)
 
 
 def summary_table(report: Report) -> str:
@@ -236,4 +302,6 @@ def summary_table(report: Report) -> str:
             shown = "(too few questions)" if ci.reason else f"[{ci.low:.3f}, {ci.high:.3f}]"
             lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} {shown}  "
                          f"{v.outcome}")
+        if name in report.checks:
+            lines += [f"  {line}" for line in report.checks[name].lines()]
     return "\n".join(lines)

@@ -25,8 +25,13 @@ from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
-# Paper Table 4: n = 1..7 with the cap ("railcap" is n = 4) and n = 4 with the ban.
-ABLATION = tuple("railcap" if n == 4 else f"railcap:n={n}" for n in range(1, 8)) + ("railcap-ban",)
+# Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
+# ban, and LNE-blocking at GSM8K's T_task = 7 (the study sets T_task for its task otherwise).
+ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
+            "railcap-ban", "lne-blocking:t_task=7")
+# Strategies with nothing to apply to the clean model as a control: identity is the clean
+# model's second batch, All-Zero samples nothing.
+NO_CONTROL = ("identity", "all-zero")
 
 
 @dataclass(frozen=True)
@@ -100,9 +105,15 @@ class SweepSpec:
 class StudySpec:
     """What a study runs; a TOML study file holds exactly these fields (see :func:`load_study`).
 
-    ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds the
-    RailCap grid of paper Table 4 (n = 1..7 cap, n = 4 ban). ``calibration_size`` and
-    ``neuron_block`` size shortcut-neuron location (block 0: one MLP layer per block).
+    ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds
+    :data:`ABLATION` (RailCap at n = 1..8 and 12 with the cap, n = 4 with the ban; LNE-blocking
+    at GSM8K's T_task). ``controls`` lists strategies also applied to the clean model, where
+    any gap is collateral damage alone; ``all_controls`` applies every strategy that has one
+    (all but :data:`NO_CONTROL`). Shortcut-neuron location scores ``calibration_size``
+    questions of the split, half leaked and half not (the authors score the test set, leaked
+    half included), in blocks of ``neuron_block`` neurons (the nearest divisor of the MLP
+    width; 0: one MLP layer per block), and scores causally only the ``neuron_candidates``
+    blocks of highest comparative score (0: every block).
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
     ``sweep`` adds a setting per contamination variant after ``settings``.
@@ -112,6 +123,8 @@ class StudySpec:
     sweep: SweepSpec | None = None
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
     ablation: bool = False
+    controls: tuple[str, ...] = ()
+    all_controls: bool = False
     m: int = 50
     temperature: float = 0.7
     max_new_tokens: int = 256
@@ -121,14 +134,23 @@ class StudySpec:
     margin: float = 0.05
     level: float = 0.95
     calibration_size: int = 100
-    neuron_block: int = 0
+    neuron_block: int = 512
+    neuron_candidates: int = 0
     title: str = ""
     backend: str = "hf"
 
     def __post_init__(self):
         check_fields(self)
-        if not all(isinstance(label, str) for label in self.strategies):
-            raise UserError(f"strategies must be a list of names, got {list(self.strategies)}")
+        for key in ("strategies", "controls"):
+            if not all(isinstance(label, str) for label in getattr(self, key)):
+                raise UserError(f"{key} must be a list of names, got {list(getattr(self, key))}")
+        unknown = [c for c in self.controls if c not in self.labels()]
+        if unknown:
+            raise UserError(f"control {unknown[0]!r} is not one of the study's strategies")
+        without = [c for c in self.controls if c.partition(":")[0] in NO_CONTROL]
+        if without:
+            raise UserError(f"{without[0]} has no control on the clean model (identity's is the "
+                            "clean model's second batch; all-zero samples nothing)")
         if not self.settings and self.sweep is None:
             raise UserError("a study needs at least one setting or a sweep")
         names = [s.name for s in self.settings]
@@ -139,8 +161,9 @@ class StudySpec:
         # The sampling fields, checked as every run checks them (temperature range included).
         SamplingSpec(m=self.m, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
                      seed=self.seed)
-        if self.calibration_size < 1 or self.neuron_block < 0:
-            raise UserError("calibration_size must be >= 1 and neuron_block >= 0")
+        if self.calibration_size < 1 or self.neuron_block < 0 or self.neuron_candidates < 0:
+            raise UserError("calibration_size must be >= 1, neuron_block and neuron_candidates "
+                            ">= 0")
         self.scoring()  # validates the scoring fields
         if not self.strategies:
             raise UserError("a study needs at least one strategy")
@@ -154,6 +177,12 @@ class StudySpec:
         """Strategy labels in table order, the ablation grid added (duplicates dropped)."""
         extra = ABLATION if self.ablation else ()
         return list(dict.fromkeys((*self.strategies, *extra)))
+
+    def control_labels(self) -> list[str]:
+        """Strategy labels also applied to the clean model, in table order."""
+        if self.all_controls:
+            return [s for s in self.labels() if s.partition(":")[0] not in NO_CONTROL]
+        return [s for s in self.labels() if s in self.controls]
 
     def scoring(self) -> ScoreSettings:
         return ScoreSettings(bins=self.bins, resamples=self.resamples, level=self.level,
@@ -239,8 +268,9 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         entry = _relative_to_file(path, _table(path, entry, _SETTING_KEYS, where), _PATH_KEYS)
         entry.setdefault("name", f"setting-{i}")
         settings.append(_build(path, SettingSpec, entry, where))
-    if isinstance(data.get("strategies"), list):
-        data["strategies"] = tuple(data["strategies"])
+    for key in ("strategies", "controls"):
+        if isinstance(data.get(key), list):
+            data[key] = tuple(data[key])
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         spec = StudySpec(settings=tuple(settings), sweep=sweep, **data)

@@ -30,8 +30,9 @@ EXAMPLES = """examples:
   zerogap demo
 """
 
-STUDY_FLAGS = ("strategies", "ablation", "m", "temperature", "max_new_tokens", "seed", "bins",
-               "resamples", "margin", "level", "calibration_size", "neuron_block", "backend")
+STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
+               "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
+               "neuron_candidates", "backend")
 SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option", "models",
                  "sweep")
 
@@ -65,7 +66,11 @@ def register(subparsers) -> None:
                    help="comma list; name or name:key=value,... (default identity,ted,"
                         "lne-blocking,shortcut,railcap,all-zero)")
     g.add_argument("--ablation", action="store_true", default=None,
-                   help="add the RailCap grid: n = 1..7 (cap) and n = 4 (ban)")
+                   help="add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban); "
+                        "LNE-blocking at GSM8K's T_task = 7")
+    g.add_argument("--controls", dest="all_controls", action="store_true", default=None,
+                   help="also apply every strategy (but identity and all-zero) to the clean "
+                        "model: collateral damage alone")
     g.add_argument("-m", type=int, default=None, help="samples per question (default 50)")
     g.add_argument("-T", "--temperature", type=float, default=None, help="default 0.7")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 256")
@@ -79,9 +84,12 @@ def register(subparsers) -> None:
                    help="verdict margin over the noise floor (default 0.05)")
     g.add_argument("--level", type=float, default=None, help="confidence (default 0.95)")
     g.add_argument("--calibration-size", type=int, default=None,
-                   help="unleaked questions for shortcut-neuron location (default 100)")
+                   help="questions scoring shortcut neurons, half leaked (default 100)")
     g.add_argument("--neuron-block", type=int, default=None,
-                   help="neurons per causal block (default 0: one MLP layer)")
+                   help="neurons per causal block, the nearest divisor of the MLP width "
+                        "(default 512; 0: one MLP layer)")
+    g.add_argument("--neuron-candidates", type=int, default=None,
+                   help="blocks scored causally, by comparative score (default 0: all)")
     g.add_argument("--backend", choices=BACKENDS, default=None,
                    help="sampling engine of every run: hf (default) or vllm (runs of each "
                         "backend are kept apart; vllm cannot run shortcut)")
@@ -102,6 +110,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
     p.add_argument("--questions", type=int, default=None, help="questions (half leaked)")
     p.add_argument("-m", type=int, default=None, help="samples per question")
+    p.add_argument("--controls", action="store_true",
+                   help="every strategy on the clean model too (RailCap's always runs)")
+    p.add_argument("--ablation", action="store_true",
+                   help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
     _add_running(p)
     p.set_defaults(func=_demo)
 
@@ -285,8 +297,11 @@ def _demo(args) -> int:
     print(f"zerogap demo: building the clean and contaminated models in {models}",
           file=sys.stderr)
     build_demo_models(models, progress=not args.quiet)
-    study = demo_study(models, questions=questions, m=m)
+    study = demo_study(models, questions=questions, m=m, controls=args.controls,
+                       ablation=args.ablation)
     _check_study(study, args.out)
+    extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, args.out, args,
                       EngineOptions(device=args.device, max_batch=args.max_batch),
-                      commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"])
+                      commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
+                                + extra])

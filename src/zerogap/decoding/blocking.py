@@ -4,9 +4,16 @@ The contaminated model's greedy decode of a question gives per-step entropies ``
 full next-token distribution (natural log, temperature 1); their mean is the question's LNE. The
 blocking count is
 
-    n = floor(T_task * clip(1 - LNE / beta, 0, 1)),   beta = 2, T_task = 7 for math tasks,
+    n = floor(T_task * clip(1 - LNE / beta, 0, 1)),   beta = 2, T_task = 7 for GSM8K,
 
 and at the first ``n`` generated positions of every sample the argmax token is banned.
+
+``T_task`` is "task-dependent, model-independent" and given only for HumanEval (4) and GSM8K
+(7); how to set it for another task is not known (baselines.md §2). Our rule, a proposal
+(:func:`scaled_t_task`): the blocked positions keep GSM8K's share of a reference solution, so
+``T_task = max(1, round(7 * W / 54.8))`` with ``W`` the task's mean reference-solution length
+in words (54.8: GSM8K test's 1319 solutions as the prompt renders them); ``arith``'s one-line
+solutions (16.2 words on its default test split) give 2.
 
 Proposals (the sources are silent; see baselines.md §2): the rounding (floor) and the clipping
 of Eq. 10 are our choice; positions are counted literally from the first response token,
@@ -24,6 +31,21 @@ import torch
 from torch import Tensor
 
 from zerogap.config import JsonConfig
+
+GSM8K_T_TASK = 7
+GSM8K_SOLUTION_WORDS = 54.8  # mean words of GSM8K test's solutions, rendered by cot_solution
+
+
+def scaled_t_task(solution_words: float) -> int:
+    """``T_task`` for a task whose reference solutions average ``solution_words`` words:
+    GSM8K's 7 scaled by length, at least 1 (see the module docstring).
+
+    Examples
+    --------
+    >>> scaled_t_task(54.8), scaled_t_task(16.2), scaled_t_task(1.0)
+    (7, 2, 1)
+    """
+    return max(1, round(GSM8K_T_TASK * solution_words / GSM8K_SOLUTION_WORDS))
 
 
 @dataclass(frozen=True)

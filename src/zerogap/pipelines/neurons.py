@@ -16,7 +16,10 @@ and read by the shortcut strategy (:mod:`zerogap.decoding.shortcut`).
 The causal score costs two greedy passes over the calibration subset per block (about 1,300
 passes for a 7B model with 512-neuron blocks), so :func:`locate_neurons` shows progress
 (questions done, ETA) and keeps every question's result in a :class:`Journal` as it is
-computed: a rerun after an interruption decodes only what is missing.
+computed: a rerun after an interruption decodes only what is missing. Where even that is too
+slow, ``candidates`` scores causally only the blocks with the highest mean comparative score
+(the others keep ``C = 0``, so they rank by ``S`` alone): a proposal, since the authors score
+every block.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from zerogap.io.jsonlines import read_jsonl
 JOURNAL_FORMAT = "zerogap-neurons-journal"
 
 
+@torch.no_grad()
 def comparative_scores(
     contaminated: nn.Module,
     uncontaminated: nn.Module,
@@ -88,6 +92,39 @@ def comparative_scores(
     return (total / count).sqrt().float()
 
 
+def nearest_block_size(d_ff: int, wanted: int) -> int:
+    """The divisor of ``d_ff`` nearest to ``wanted`` (the smaller on a tie): the authors' loop
+    strides by a fixed block and needs ``d_ff % B == 0`` (baselines.md §3, A2).
+
+    Examples
+    --------
+    >>> nearest_block_size(1536, 512), nearest_block_size(11008, 512), nearest_block_size(128, 512)
+    (512, 344, 128)
+    """
+    if wanted < 1:
+        raise UserError(f"block size must be at least 1, got {wanted}")
+    divisors = [b for b in range(1, d_ff + 1) if d_ff % b == 0]
+    return min(divisors, key=lambda b: (abs(b - wanted), b))
+
+
+def candidate_blocks(comparative: Tensor, block_size: int, count: int) -> list[tuple[int, int]]:
+    """The ``count`` blocks ``(layer, first index)`` with the highest mean comparative score,
+    best first (all blocks, in layer order, when ``count`` is 0 or covers them all).
+
+    Examples
+    --------
+    >>> candidate_blocks(torch.tensor([[0.1, 0.1, 0.9, 0.7], [0.5, 0.5, 0.0, 0.0]]), 2, 2)
+    [(0, 2), (1, 0)]
+    """
+    layers, d_ff = comparative.shape
+    means = comparative.reshape(layers, d_ff // block_size, block_size).double().mean(-1)
+    every = [(layer, b * block_size) for layer in range(layers) for b in range(means.shape[1])]
+    if count == 0 or count >= len(every):
+        return every
+    order = sorted(range(len(every)), key=lambda j: (-float(means.flatten()[j]), j))
+    return [every[j] for j in order[:count]]
+
+
 def causal_scores(
     base: nn.Module,
     contaminated: nn.Module,
@@ -95,6 +132,7 @@ def causal_scores(
     accuracy: Callable[[nn.Module, Callable | None], float],
     *,
     block_size: int,
+    blocks: Sequence[tuple[int, int]] | None = None,
 ) -> Tensor:
     """``C`` for every ranked neuron, ``(L-1, d_ff)`` float32; constant within each block.
 
@@ -106,6 +144,8 @@ def causal_scores(
         is None or a :class:`NeuronPatch` (the engine's patch hook).
     block_size : int
         Neurons per block; must divide ``d_ff``.
+    blocks : sequence of (layer, first index), optional
+        The blocks to score (:func:`candidate_blocks`); the others keep 0. Default: every block.
     """
     num_layers, d_ff = mlp_width(contaminated)
     if d_ff % block_size:
@@ -113,13 +153,18 @@ def causal_scores(
     acc_base = accuracy(base, None)
     acc_con = accuracy(contaminated, None)
     scores = torch.zeros(num_layers - 1, d_ff)
-    for layer in range(num_layers - 1):
-        for start in range(0, d_ff, block_size):
-            block = [(layer, i) for i in range(start, start + block_size)]
-            patch = NeuronPatch(uncontaminated, block)
-            gain = accuracy(base, patch) - acc_base
-            drop = acc_con - accuracy(contaminated, patch)
-            scores[layer, start : start + block_size] = gain + drop
+    if blocks is None:
+        blocks = [(layer, start) for layer in range(num_layers - 1)
+                  for start in range(0, d_ff, block_size)]
+    for layer, start in blocks:
+        if start % block_size or not (0 <= layer < num_layers - 1 and 0 <= start < d_ff):
+            raise ValueError(f"({layer}, {start}) is not a block of {block_size} neurons of "
+                             f"the {num_layers - 1} ranked layers")
+        block = [(layer, i) for i in range(start, start + block_size)]
+        patch = NeuronPatch(uncontaminated, block)
+        gain = accuracy(base, patch) - acc_base
+        drop = acc_con - accuracy(contaminated, patch)
+        scores[layer, start : start + block_size] = gain + drop
     return scores
 
 
@@ -240,6 +285,7 @@ def locate_neurons(
     calibration: Sequence,
     *,
     block_size: int = 512,
+    candidates: int = 0,
     max_new_tokens: int = 256,
     progress: bool = False,
     journal: Journal | None = None,
@@ -255,7 +301,11 @@ def locate_neurons(
     calibration : sequence of Question
         The subset on which greedy accuracy gives the causal score.
     block_size : int
-        Neurons per causal block; a model narrower than it is scored one layer per block.
+        Neurons per causal block; one that does not divide the MLP width becomes the nearest
+        divisor (:func:`nearest_block_size`, recorded in ``meta``).
+    candidates : int
+        Blocks scored causally, those with the highest mean comparative score
+        (:func:`candidate_blocks`); 0 scores every block, as the authors do.
     progress : bool
         Show one bar over every greedy decode of a question (leaked items, then calibration
         items per model and block), with its ETA.
@@ -276,8 +326,10 @@ def locate_neurons(
 
     journal = journal if journal is not None else Journal(None, {})
     num_layers, d_ff = mlp_width(contaminated)
-    block = min(block_size, d_ff)
-    passes = 2 + 2 * (num_layers - 1) * (d_ff // block)  # unpatched, then two per block
+    block = nearest_block_size(d_ff, block_size)
+    every = (num_layers - 1) * (d_ff // block)
+    scored = every if candidates == 0 else min(candidates, every)
+    passes = 2 + 2 * scored  # unpatched, then two per scored block
     bar = tqdm(total=len(leaked) + passes * len(calibration), initial=len(journal), unit="q",
                desc="neuron location", disable=not progress, dynamic_ncols=True, smoothing=0.05)
 
@@ -312,10 +364,13 @@ def locate_neurons(
                              lambda q, g: int(task.grade(q, g.text).correct), patch)
             return sum(grades) / len(grades)
 
-        causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block)
+        blocks = candidate_blocks(comparative, block, candidates)
+        causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block,
+                               blocks=blocks)
     ranking = rank_neurons(comparative + causal, comparative.numel())
     meta = {
         "leaked": len(leaked), "calibration": len(calibration), "block_size": block,
+        "blocks_scored": [list(b) for b in blocks], "blocks_total": every,
         "max_new_tokens": max_new_tokens,
         "accuracy": {name: accuracy(model, None) for model, name in
                      ((base, "base"), (contaminated, "contaminated"))},
