@@ -16,6 +16,8 @@ PACKAGE = SRC / "zerogap"
 
 # Reading, scoring and reporting: never torch (nor anything that pulls it in).
 CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.analysis.sensitivity",
+        "zerogap.analysis.report", "zerogap.analysis.folder", "zerogap.analysis.findings",
+        "zerogap.analysis.design", "zerogap.analysis.tables", "zerogap.study.spec",
         "zerogap.solve_prior", "zerogap.calibration", "zerogap.readout", "zerogap.io",
         "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.io.lmeval",
         "zerogap.metrics",
@@ -72,6 +74,12 @@ def test_static_rules(path):
         # The engine runs prompts; it knows neither strategies nor tasks nor runs.
         banned = {"zerogap.strategies", "zerogap.tasks", "zerogap.runs"}
         assert not [i for i in imports for b in banned if i == b or i.startswith(b + ".")]
+    if module.startswith("zerogap.analysis"):
+        # The reading side reads what the study wrote: no sampling, no study runner.
+        banned = {"torch", "zerogap.engine", "zerogap.runs",
+                  "zerogap.study", "zerogap.models", "zerogap.strategies"}
+        found = [i for i in imports for b in banned if i == b or i.startswith(b + ".")]
+        assert not found, f"{module} imports {found}"
     if not module.startswith("zerogap.cli") and module != "zerogap.__main__":
         # Only the command line prints; everything else returns values or raises.
         prints = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)

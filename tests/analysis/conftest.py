@@ -41,7 +41,7 @@ STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zer
 @pytest.fixture(scope="session")
 def reduced_study(study_models):
     """Factory of the reduced study: every strategy, the toy task, m = 4, 6 new tokens."""
-    from zerogap.analysis.study import SettingSpec, StudySpec
+    from zerogap.study.spec import SettingSpec, StudySpec
 
     def make(**changes) -> StudySpec:
         setting = SettingSpec(name="tiny-toy", clean=str(study_models["clean"]),
@@ -60,7 +60,7 @@ def study_dir(reduced_study, tmp_path_factory):
     """The reduced study, evaluated once: (folder, report, progress states seen)."""
     import torch
 
-    from zerogap.analysis.evaluate import evaluate
+    from zerogap.study.run import evaluate
 
     out = tmp_path_factory.mktemp("study")
     states = []

@@ -14,10 +14,10 @@ import pytest
 
 from zerogap import cli
 from zerogap.analysis.design import design_criteria, read_design, sign_test
-from zerogap.analysis.evaluate import demo_study
-from zerogap.analysis.study import ABLATION, DEFAULT_STRATEGIES
 from zerogap.io.counts import read_counts
 from zerogap.store import RunStore
+from zerogap.study.run import demo_study
+from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
 
 
 def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.evaluate import evaluate
-from zerogap.analysis.study import load_study
 from zerogap.io.counts import read_counts
+from zerogap.study.run import evaluate
+from zerogap.study.spec import load_study
 
 from .conftest import STRATEGIES
 
@@ -85,7 +85,7 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
     out, _, _ = study_dir
     study = reduced_study(m=5, strategies=("identity", "railcap"))
-    from zerogap.analysis.evaluate import _plan, prepare
+    from zerogap.study.run import _plan, prepare
 
     jobs, _, _ = _plan(study, prepare(study)[0], out)
     todo = {job.label: job.todo for job in jobs}
@@ -168,8 +168,8 @@ def test_progress_line_redraws_on_its_own_clock():
     import io
     import time
 
-    from zerogap.analysis.evaluate import StudyProgress
     from zerogap.cli.evaluate import ProgressLine
+    from zerogap.study.run import StudyProgress
 
     stream = io.StringIO()
     line = ProgressLine(stream, every=0.05)
@@ -187,8 +187,8 @@ def test_ranks_of_a_models_own_greedy_tokens_are_all_first():
     import torch
     import toy  # on sys.path through conftest
 
-    from zerogap.analysis.evaluate import clean_token_ranks
     from zerogap.engine import greedy
+    from zerogap.study.run import clean_token_ranks
 
     tok, own, other = toy.byte_tokenizer(), toy.tiny_model(0), toy.tiny_model(3)
     prompt = "Q: 2+3=?\nA:"
@@ -205,7 +205,7 @@ def test_ranks_of_a_models_own_greedy_tokens_are_all_first():
 def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
     from dataclasses import replace
 
-    from zerogap.analysis.evaluate import _plan, prepare
+    from zerogap.study.run import _plan, prepare
 
     study = reduced_study(strategies=("identity",))
     same = replace(study.settings[0], contaminated=study.settings[0].clean)
@@ -221,7 +221,7 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     the same folder plans every run anew, while the HF float32 runs keep their names."""
     from dataclasses import replace
 
-    from zerogap.analysis.evaluate import _plan, prepare
+    from zerogap.study.run import _plan, prepare
 
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
@@ -291,8 +291,8 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
 
 
 def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
-    from zerogap.analysis.evaluate import prepare
     from zerogap.decoding.shortcut import load_neurons
+    from zerogap.study.run import prepare
 
     out, _, _ = study_dir
     (setting,) = prepare(reduced_study())
@@ -308,8 +308,8 @@ def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir,
 
 
 def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):
-    from zerogap.analysis.evaluate import _plan, prepare
-    from zerogap.analysis.study import SettingSpec, StudySpec
+    from zerogap.study.run import _plan, prepare
+    from zerogap.study.spec import SettingSpec, StudySpec
 
     setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
                           limit=8)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from zerogap.analysis.evaluate import evaluate
 from zerogap.errors import ResourceError
+from zerogap.study.run import evaluate
 
 pytestmark = pytest.mark.slow
 

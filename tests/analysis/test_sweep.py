@@ -7,9 +7,9 @@ import pytest
 import toy
 
 from zerogap import cli
-from zerogap.analysis.evaluate import sweep_settings
-from zerogap.analysis.study import SweepSpec, load_study
 from zerogap.pipelines.contamination import ContaminationConfig, build
+from zerogap.study.run import sweep_settings
+from zerogap.study.spec import SweepSpec, load_study
 
 STUDY_FLAGS = ["--strategies", "identity,all-zero", "-m", "2", "--max-new-tokens", "4",
                "--resamples", "50", "--quiet"]

@@ -24,7 +24,7 @@ compares the stripped response texts. The band of the last criterion is
 model's second batch: under "M_co behaves as M_cl there", ``r_co - r_cl`` is another such
 difference. Each criterion is reported met or not; a study goes on either way.
 
-Torch-free; the study (:mod:`zerogap.analysis.evaluate`) gathers the arrays and writes the
+Torch-free; the study (:mod:`zerogap.study.run`) gathers the arrays and writes the
 result beside its runs, the report reads it back.
 """
 

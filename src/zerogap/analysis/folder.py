@@ -1,6 +1,6 @@
 """The one reader of study folders: ``study.json`` and the files it names, checked before use.
 
-A study folder (written by :mod:`zerogap.analysis.evaluate`, read by ``zerogap report``) can be
+A study folder (written by :mod:`zerogap.study.run`, read by ``zerogap report``) can be
 edited, copied in part, truncated by a full disk or damaged by hand. :func:`read_study_folder`
 checks everything the report reads (every key of ``study.json`` with its type, every counts
 file, run directory and ranks file it names) and refuses a damaged folder with one

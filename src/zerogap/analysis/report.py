@@ -1,6 +1,6 @@
 """The study report: one self-contained HTML page and a Markdown summary, from a study folder.
 
-A study folder (written by :mod:`zerogap.analysis.evaluate`) holds ``study.json`` (what was
+A study folder (written by :mod:`zerogap.study.run`) holds ``study.json`` (what was
 run: settings, models and fingerprints, run directories, counts files, the commands to
 reproduce) and the per-question counts of every run. :func:`write_report` scores each setting
 into one :class:`~zerogap.analysis.score.Scorecard` (:func:`score_setting`), writes the tables

@@ -174,8 +174,8 @@ def _duration(seconds: float) -> str:
 
 
 def _study_from_args(args):
-    from zerogap.analysis.study import SettingSpec, StudySpec, load_study
     from zerogap.config import parse_pairs
+    from zerogap.study.spec import SettingSpec, StudySpec, load_study
     from zerogap.tasks import task_option_values
 
     overrides = {k: getattr(args, k) for k in STUDY_FLAGS}
@@ -212,7 +212,7 @@ def _study_from_args(args):
 
 def _sweep_study(args, overrides: dict):
     """``--models DIR [--sweep ...]``: the study whose settings are the folder's variants."""
-    from zerogap.analysis.study import StudySpec, SweepSpec
+    from zerogap.study.spec import StudySpec, SweepSpec
 
     given = [f"--{k.replace('_', '-')}" for k in ("clean", "contaminated", "task", "split",
                                                    "task_option", "base", "task_split")
@@ -236,7 +236,7 @@ def _check_out(out: Path) -> None:
 
 def _check_study(study, out: Path) -> None:
     """Every setting and strategy checked before a model loads or a file is written."""
-    from zerogap.analysis.evaluate import prepare
+    from zerogap.study.run import prepare
 
     _check_out(out)
     prepare(study)
@@ -245,8 +245,8 @@ def _check_study(study, out: Path) -> None:
 def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> int:
     from transformers.utils import logging as hf_logging
 
-    from zerogap.analysis.evaluate import build_sweep, evaluate
     from zerogap.analysis.report import summary_table
+    from zerogap.study.run import build_sweep, evaluate
 
     if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
         build_sweep(study.sweep, progress=not args.quiet)
@@ -285,7 +285,7 @@ def _report(args) -> int:
 
 
 def _demo(args) -> int:
-    from zerogap.analysis.evaluate import DEMO_M, DEMO_QUESTIONS, build_demo_models, demo_study
+    from zerogap.study.run import DEMO_M, DEMO_QUESTIONS, build_demo_models, demo_study
 
     # None is "not given"; 0 is a value, refused like any other too small one.
     questions = DEMO_QUESTIONS if args.questions is None else args.questions

@@ -270,7 +270,7 @@ class VLLMBackend:
 
         vLLM scores the prompt followed by the forced tokens and reports each prompt token's
         rank among its position's logprobs, ``1 + #{tokens with a larger logprob}``: the
-        definition of :func:`zerogap.analysis.evaluate.clean_token_ranks` (paper Figure 1 b/d).
+        definition of :func:`zerogap.study.run.clean_token_ranks` (paper Figure 1 b/d).
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt

@@ -6,7 +6,7 @@ strategies compared on every setting. :func:`load_study` reads a TOML study file
 file per study) and :func:`study_toml` writes one back. A :class:`SweepSpec` adds one setting per
 contamination strength (epochs x copies) of a ``zerogap contaminate`` folder, so Table 3 reads
 across strengths (§5.3.1). Plain data: strategy labels are checked against the registry, and a
-sweep's variants are built, when the study is prepared (:mod:`zerogap.analysis.evaluate`).
+sweep's variants are built, when the study is prepared (:mod:`zerogap.study.run`).
 """
 
 from __future__ import annotations

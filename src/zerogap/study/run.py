@@ -25,7 +25,7 @@ Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
 (:mod:`zerogap.engine.load`); a backend's runs are kept in directories of their own, and a
 strategy the backend cannot run is refused by :func:`prepare`.
 
-A study's sweep (:class:`~zerogap.analysis.study.SweepSpec`) adds one such setting per
+A study's sweep (:class:`~zerogap.study.spec.SweepSpec`) adds one such setting per
 contamination strength of a ``zerogap contaminate`` folder; variants the folder lacks are first
 trained there by :func:`zerogap.pipelines.contamination.build`, the command's own code path.
 
@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
 from zerogap.analysis.score import REPEAT
-from zerogap.analysis.study import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 from zerogap.errors import DataError, UserError, ZerogapError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 
 if TYPE_CHECKING:
     from zerogap.engine.load import EngineOptions
@@ -887,7 +887,7 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
 
     RailCap always runs on the clean model too (its collateral damage on templated answers);
     ``controls`` applies every strategy there, ``ablation`` adds the grid
-    :data:`zerogap.analysis.study.ABLATION`.
+    :data:`zerogap.study.spec.ABLATION`.
     """
     setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
                           contaminated=str(models / "contaminated"), task="arith",
