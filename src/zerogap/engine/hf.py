@@ -129,11 +129,12 @@ def _find_stop_tokens(tokenizer, stop: tuple[str, ...]) -> frozenset[int]:
     texts = (backend.decode_batch(single, skip_special_tokens=False) if backend is not None
              else tokenizer.batch_decode(single))
 
+    # Every non-empty proper suffix of every stop string, as one tuple: ``str.startswith`` tests
+    # them all in one call (the scan runs over the whole vocabulary three times).
+    suffixes = tuple(s[-k:] for s in stop for k in range(1, len(s)))
+
     def completes(text: str) -> bool:
-        return "\ufffd" in text or any(
-            s in text or any(text.startswith(s[-k:]) for k in range(1, len(s)))
-            for s in stop
-        )
+        return "\ufffd" in text or text.startswith(suffixes) or any(s in text for s in stop)
 
     return frozenset(i for i, t in enumerate(texts)
                      if completes(t) or completes(" " + t) or completes(t.lstrip()))
