@@ -6,8 +6,10 @@ once per repeat for each of two source trees, in alternating order, so that a sh
 load falls on both alike: ``new`` (this checkout's ``src``) and ``old`` (``git archive REV
 src``, put first on ``PYTHONPATH`` of the same virtualenv). Per workload it prints each side's
 wall times, the old/new ratio of each repeat (the figure to read: absolute seconds on a shared
-machine move by tens of percent), generated tokens per second over the wall, and how many of
-the stored samples are identical between the two trees (the same draws, by construction).
+machine move by tens of percent), the CPU seconds of each command (user and system: with one
+thread, far steadier than the wall when other jobs share the cores), generated tokens per
+second over the wall, and how many of the stored samples are identical between the two trees
+(the same draws, by construction).
 
 Workloads:
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -62,14 +65,20 @@ def export_tree(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def run_command(src: Path, argv: list[str], run_dir: Path, threads: int | None) -> float:
+def run_command(src: Path, argv: list[str], run_dir: Path, threads: int | None
+                ) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one command. The CPU time (user and system, of the
+    child) moves far less than the wall when other jobs share the cores."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "zerogap", "sample", *argv, "--run-dir",
                     str(run_dir), "--quiet"], check=True, env=env, capture_output=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def stored(run_dir: Path) -> tuple[list[tuple], int]:
@@ -103,29 +112,35 @@ def main() -> None:
         trees = {"old": export_tree(args.previous, Path(tmp) / "old"), "new": ROOT / "src"}
         for name in args.workloads:
             walls: dict[str, list[float]] = {"old": [], "new": []}
+            cpus: dict[str, list[float]] = {"old": [], "new": []}
             identical, tokens = [], {}
             for r in range(args.repeat):
                 order = ("old", "new") if r % 2 == 0 else ("new", "old")
                 dirs = {side: Path(tmp) / f"{name}-{side}-{r}" for side in order}
                 for side in order:
-                    walls[side].append(run_command(trees[side], argvs[name], dirs[side],
-                                                   args.threads))
+                    wall, cpu = run_command(trees[side], argvs[name], dirs[side], args.threads)
+                    walls[side].append(wall)
+                    cpus[side].append(cpu)
                 rows = {side: stored(dirs[side]) for side in order}
                 tokens = {side: rows[side][1] for side in order}
                 same = sum(a == b for a, b in zip(rows["old"][0], rows["new"][0], strict=True))
                 identical.append(f"{same}/{len(rows['new'][0])}")
             ratios = [o / n for o, n in zip(walls["old"], walls["new"], strict=True)]
+            cpu_ratios = [o / n for o, n in zip(cpus["old"], cpus["new"], strict=True)]
             results[name] = {"old_s": walls["old"], "new_s": walls["new"], "old_over_new": ratios,
-                             "tokens": tokens, "identical_samples": identical}
+                             "old_cpu_s": cpus["old"], "new_cpu_s": cpus["new"],
+                             "old_over_new_cpu": cpu_ratios, "tokens": tokens,
+                             "identical_samples": identical}
             if not args.json:
                 print(f"[{name}] {' '.join(argvs[name])}")
                 for side in ("old", "new"):
                     rate = tokens[side] / min(walls[side])
                     print(f"  {side} ({args.previous if side == 'old' else 'this tree'}): "
-                          f"{spread(walls[side])} s wall; {tokens[side]} tokens, {rate:.0f} "
-                          "tok/s over the best wall")
-                print(f"  old/new per repeat: {', '.join(f'{x:.2f}' for x in ratios)}; "
-                      f"identical samples {', '.join(identical)}")
+                          f"{spread(walls[side])} s wall, {spread(cpus[side])} s CPU; "
+                          f"{tokens[side]} tokens, {rate:.1f} tok/s over the best wall")
+                print(f"  old/new per repeat: wall {', '.join(f'{x:.2f}' for x in ratios)}; "
+                      f"CPU {', '.join(f'{x:.2f}' for x in cpu_ratios)}; identical samples "
+                      f"{', '.join(identical)}")
     if args.json:
         print(json.dumps(results))
 

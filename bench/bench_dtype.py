@@ -44,7 +44,7 @@ def next_token_agreement(models: dict, tokenizer, prompts) -> dict:
             "same_argmax": f"{same}/{len(prompts)}", "mean_kl": sum(kls) / len(kls)}
 
 
-def workload(name: str, models: dict, tokenizer, task, n: int, m: int, tokens: int) -> dict:
+def workload(models: dict, tokenizer, task, n: int, m: int, tokens: int) -> dict:
     questions = task.questions("test")[:n]
     prompts = [task.prompt(q) for q in questions]
     ids = [q.id for q in questions]
@@ -82,11 +82,11 @@ def main() -> None:
     loaded = {d: load_model(args.model, device="cpu", dtype=d) for d in ("float32", "bfloat16")}
     models = {d: x.model for d, x in loaded.items()}
     tokenizer = loaded["float32"].tokenizer
-    results = {"arith": workload("arith", models, tokenizer, get_task("arith"), args.questions,
+    results = {"arith": workload(models, tokenizer, get_task("arith"), args.questions,
                                  args.m, args.tokens)}
     if args.gsm8k is not None:
         task = task_from_strings("gsm8k", {"path": str(args.gsm8k)})
-        results["gsm8k"] = workload("gsm8k", models, tokenizer, task, args.questions, args.m, 128)
+        results["gsm8k"] = workload(models, tokenizer, task, args.questions, args.m, 128)
     if args.json:
         print(json.dumps(results))
         return

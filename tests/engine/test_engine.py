@@ -179,3 +179,18 @@ def test_the_prefix_is_encoded_once_per_weights_state():
     with torch.no_grad():
         fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
     assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)
+
+
+def test_weights_made_under_inference_mode_are_never_reused():
+    import toy
+
+    with torch.inference_mode():  # parameters without version counters
+        model = toy.tiny_model(seed=4)
+        tok = toy.byte_tokenizer()
+        kw = dict(m=2, temperature=0.9, max_new_tokens=6, question_ids=IDS, seed=1)
+        first = sample(model, tok, PROMPTS, **kw)
+        model.model.layers[0].mlp.down_proj.weight.mul_(3.0)  # leaves no trace
+        changed = sample(model, tok, PROMPTS, **kw)
+        fresh = toy.tiny_model(seed=4)
+        fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+        assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)

@@ -143,11 +143,15 @@ def _find_stop_tokens(tokenizer, stop: tuple[str, ...]) -> frozenset[int]:
 _PREFIXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _weights_state(model) -> tuple:
+def _weights_state(model) -> tuple | None:
     """What an encode's result depends on besides its tokens: each parameter's and buffer's
-    address, version counter and dtype, and the forward hooks registered on the modules."""
-    tensors = tuple((t.data_ptr(), t._version, t.dtype)
-                    for t in (*model.parameters(), *model.buffers()))
+    address, version counter and dtype, and the forward hooks registered on the modules.
+    None when some tensor has no version counter (made under ``torch.inference_mode``, where
+    an in-place change leaves no trace), so nothing can be reused safely."""
+    weights = (*model.parameters(), *model.buffers())
+    if any(t.is_inference() for t in weights):
+        return None
+    tensors = tuple((t.data_ptr(), t._version, t.dtype) for t in weights)
     hooks = tuple((id(m), tuple(m._forward_hooks), tuple(m._forward_pre_hooks))
                   for m in model.modules() if m._forward_hooks or m._forward_pre_hooks)
     return tensors, hooks
@@ -290,13 +294,15 @@ class _Decoder:
         about 3.5 s of one core each time. Its keys are reused while the same tokens meet the
         same weights: every parameter and buffer at the same address and version (an
         in-place update bumps the version) and the same forward hooks; a patch (which changes
-        the activations) always encodes afresh. The encode is deterministic, so reuse changes
-        no draw. Only the latest prefix per model is kept.
+        the activations) or weights without version counters always encode afresh. The
+        encode is deterministic, so reuse changes no draw. Only the latest prefix per model
+        is kept.
         """
         tokens = self.ids[0][: self.prefix_len]
-        if patch is not None:
+        state = None if patch is not None else _weights_state(self.model)
+        if state is None:
             return self._encode(tokens, None, 0)[1]
-        key = (tuple(tokens), _weights_state(self.model))
+        key = (tuple(tokens), state)
         known = _PREFIXES.get(self.model)
         if known is not None and known[0] == key:
             return known[1]
