@@ -240,7 +240,7 @@ class _Decoder:
         if min(len(x) for x in self.ids) == 0:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
-        self.prefix_kv = None  # encoded inside run(), under the caller's patch
+        self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_own = max(len(x) for x in self.ids) - self.prefix_len + max_new_tokens
         self.rows_needed = len(prompts) * rows_per_question
