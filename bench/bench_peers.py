@@ -23,7 +23,8 @@ peer. Run it on a quiet machine and once: it takes several minutes per workload.
 Usage::
 
     python bench/bench_peers.py [--workloads W arith] [--dtype float32] [--gsm8k DIR]
-        [--vllm-python .venv-vllm/bin/python] [--lmeval-python .venv/bin/python] [--json]
+        [--vllm-python .venv-vllm/bin/python] [--lmeval-python .venv/bin/python]
+        [--questions 10] [--json]
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def run(argv: list[str], **kw) -> str:
     return done.stdout
 
 
-def workload(name: str, gsm8k: Path) -> dict:
+def workload(name: str, gsm8k: Path, n_questions: int = 10) -> dict:
     from zerogap.tasks import get_task, task_from_strings
 
     if name == "W":
@@ -98,8 +99,9 @@ def workload(name: str, gsm8k: Path) -> dict:
         tokens = 128
     else:
         task, argv, tokens = get_task("arith"), ["--task", "arith"], 48
-    questions = task.questions("test")[:10]
-    return {"argv": [*argv, "--limit", "10", "-m", "16", "--max-new-tokens", str(tokens)],
+    questions = task.questions("test")[:n_questions]
+    return {"argv": [*argv, "--limit", str(n_questions), "-m", "16", "--max-new-tokens",
+                     str(tokens)],
             "prompts": [task.prompt(q) for q in questions],
             "answers": [q.answer for q in questions], "stop": list(task.stop), "m": 16,
             "temperature": 0.7, "max_new_tokens": tokens}
@@ -173,6 +175,8 @@ def main() -> None:
     parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
     parser.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python")
     parser.add_argument("--lmeval-python", type=Path, default=Path(sys.executable))
+    parser.add_argument("--questions", type=int, default=10,
+                        help="first N test questions (fewer for a quick sitting)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from transformers import AutoTokenizer
@@ -190,7 +194,7 @@ def main() -> None:
     for name, reason in skipped.items():
         print(f"skipping {name}: {reason}", file=sys.stderr)
     for name in args.workloads:
-        job = workload(name, args.gsm8k)
+        job = workload(name, args.gsm8k, args.questions)
         with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp_name:
             tmp = Path(tmp_name)
             peers = {"zerogap": time_zerogap(job, args.dtype, tmp)}
@@ -202,7 +206,8 @@ def main() -> None:
         results[name] = peers
         if args.json:
             continue
-        print(f"[{name}] 10 questions x m=16, {job['max_new_tokens']} new tokens, {args.dtype}")
+        print(f"[{name}] {args.questions} questions x m=16, {job['max_new_tokens']} new tokens, "
+              f"{args.dtype}")
         ours = peers["zerogap"]["wall_s"]
         for peer, r in peers.items():
             line = (f"  {peer:8} {r['wall_s']:7.1f} s wall, {r['tokens']:6d} tokens, "
