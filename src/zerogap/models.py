@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,12 +64,16 @@ class LoadedModel:
     fingerprint : str
         Hex digest over every weight's name, shape, dtype and bytes: two loads with equal
         fingerprints compute the same function, whatever path they came from.
+    dtype : str or None
+        The weights' dtype as a run records it (``"float32"``, ``"bfloat16"``); None where it
+        is not known.
     """
 
     model: Any
     tokenizer: Any
     spec: str
     fingerprint: str
+    dtype: str | None = None
 
 
 def cache_dir() -> Path:
@@ -111,15 +116,23 @@ def weight_fingerprint(model) -> str:
     return digest.hexdigest()
 
 
+CPUINFO = Path("/proc/cpuinfo")
+
+
 def auto_dtype(device: str) -> str:
     """``"bfloat16"`` where ``device`` multiplies bfloat16 natively (a CUDA GPU that supports
-    it; a CPU with AMX-BF16 or AVX512-BF16), else ``"float32"``."""
+    it; a CPU whose :data:`CPUINFO` flags name AMX-BF16 or AVX512-BF16), else ``"float32"``.
+
+    Without those instructions PyTorch emulates bfloat16 products through float32 and they run
+    several times slower than float32 itself (measured: a (1170, 576) x (576, 1536) product
+    at 17 against 56 GFLOP/s on an AVX-512 Xeon without them).
+    """
     import torch
 
     if device.startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(CPUINFO) as f:
             flags = next((line.split(":", 1)[1].split() for line in f
                           if line.startswith("flags")), [])
     except OSError:
@@ -127,12 +140,48 @@ def auto_dtype(device: str) -> str:
     return "bfloat16" if {"amx_bf16", "avx512_bf16"} & set(flags) else "float32"
 
 
+def _remembered(kind: str, files: list[Path], salt: str, compute: Callable[[], str]) -> str:
+    """``compute()``, kept under the cache root for as long as ``files`` are unchanged.
+
+    A file counts as unchanged while its inode, size, modification time and change time are
+    (the change time moves whenever the file's content or metadata is written, and cannot be
+    set back): a digest of a model's 538 MB of weights takes a second or two, its stat a few
+    microseconds. ``salt`` holds whatever else the value depends on (dtype, library versions).
+    A cache that cannot be written only costs the recomputation.
+    """
+    digest = hashlib.blake2b(f"{kind}|{salt}".encode(), digest_size=16)
+    for file in sorted(files):
+        st = file.stat()
+        digest.update(f"|{file.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|"
+                      f"{st.st_mtime_ns}|{st.st_ctime_ns}".encode())
+    memo = cache_dir() / "memo" / f"{kind}-{digest.hexdigest()}"
+    try:
+        value = memo.read_text()
+        if value:
+            return value
+    except OSError:
+        pass
+    value = compute()
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=memo.name + ".", dir=memo.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(value)
+        os.replace(tmp, memo)  # whole or absent: a reader never sees half a value
+    except OSError:
+        pass
+    return value
+
+
 def _gguf_cache_key(path: Path) -> str:
     # Keyed on the file's content, not its path: every virtualenv holds its own copy of the
-    # embedded GGUF, and all of them should share one converted folder (538 MB each).
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=8))
-    return f"gguf-{path.stem}-{digest.hexdigest()}"
+    # embedded GGUF, and all of them should share one converted folder (538 MB each). Hashing
+    # the 93 MB file took a third of a second per load; its digest is remembered by its stat.
+    def digest() -> str:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=8)).hexdigest()
+
+    return f"gguf-{path.stem}-{_remembered('gguf-digest', [path], '', digest)}"
 
 
 def _convert_gguf(path: Path, target: Path) -> None:
@@ -343,6 +392,35 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
     return model, tokenizer
 
 
+def _plain_folder(spec: str) -> Path | None:
+    """The model folder whose files alone hold what ``spec`` loads (``embedded``, a GGUF's
+    converted folder, a local model folder), or None (an adapter, merged on load; a hub id)."""
+    if spec == EMBEDDED:
+        return _cached_gguf_folder(embedded_gguf())
+    path = _local_path(spec)
+    if path is None:
+        return None
+    if path.is_file():
+        return _cached_gguf_folder(path)
+    return None if (path / "adapter_config.json").is_file() else path
+
+
+def _fingerprint(model, spec: str, dtype) -> str:
+    """:func:`weight_fingerprint` of ``model`` as loaded from ``spec`` in ``dtype``, remembered
+    by the stat of its folder's files where one folder holds all of it (see
+    :func:`_remembered`); keyed by torch's and transformers' versions too, since they decide
+    the state dict's names and how weights are cast."""
+    import torch
+    import transformers
+
+    folder = _plain_folder(spec)
+    if folder is None:
+        return weight_fingerprint(model)
+    files = [p for p in folder.iterdir() if p.is_file()]
+    salt = f"{dtype}|{torch.__version__}|{transformers.__version__}"
+    return _remembered("fingerprint", files, salt, lambda: weight_fingerprint(model))
+
+
 def _folder_digest(folder: Path) -> str:
     digest = hashlib.blake2b(digest_size=8)
     for file in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -448,6 +526,7 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
-    fingerprint = weight_fingerprint(model)
+    fingerprint = _fingerprint(model, spec, torch_dtype)
     model.to(device)
-    return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, fingerprint=fingerprint)
+    return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, fingerprint=fingerprint,
+                       dtype=str(torch_dtype).removeprefix("torch."))

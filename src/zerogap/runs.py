@@ -107,7 +107,7 @@ def check_first_prompt(loaded: LoadedModel, task: Task, questions: Sequence[Ques
 
 def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
                  ) -> dict[str, Any]:
-    return {
+    fields = {
         "backend": backend.name,
         "noise": backend.noise,
         "model": loaded.spec,
@@ -117,6 +117,11 @@ def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
         "split": split,
         "versions": package_versions(),
     }
+    # The weights' dtype, so that a resume without --dtype takes the run's own (the HF
+    # fingerprint already differs by dtype; vLLM's, taken over the files, does not).
+    if loaded.dtype is not None:
+        fields["dtype"] = loaded.dtype
+    return fields
 
 
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,

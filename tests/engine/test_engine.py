@@ -146,3 +146,51 @@ def test_bad_arguments_are_refused(tiny):
         sample(model, tok, PROMPTS, m=2, temperature=0.0, max_new_tokens=4, question_ids=IDS)
     with pytest.raises(ValueError, match="question ids"):
         sample(model, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=4, question_ids=IDS[:1])
+
+
+def test_the_prefix_is_encoded_once_per_weights_state():
+    import toy
+
+    model, tok = toy.tiny_model(seed=4), toy.byte_tokenizer()
+    lengths = []  # tokens of each forward call
+    model.register_forward_pre_hook(
+        lambda module, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]),
+        with_kwargs=True)
+    from zerogap.engine.hf import _common_prefix_length
+
+    prefix = _common_prefix_length([tok(p)["input_ids"] for p in PROMPTS])
+    own = max(len(tok(p)["input_ids"]) for p in PROMPTS) - prefix
+    kw = dict(m=3, temperature=0.9, max_new_tokens=10, question_ids=IDS, seed=1)
+
+    def prefix_encodes():
+        return lengths.count(prefix)
+
+    first = sample(model, tok, PROMPTS, **kw)
+    assert prefix > own and prefix_encodes() == 1
+    assert _ids(sample(model, tok, PROMPTS, **kw)) == _ids(first) and prefix_encodes() == 1
+    greedy(model, tok, PROMPTS, max_new_tokens=4)  # same prefix, other kind of call
+    assert prefix_encodes() == 1
+    # Weights changed in place: encoded again, and the samples are those of a fresh copy.
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+    changed = sample(model, tok, PROMPTS, **kw)
+    assert prefix_encodes() == 2
+    fresh = toy.tiny_model(seed=4)
+    with torch.no_grad():
+        fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+    assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)
+
+
+def test_weights_made_under_inference_mode_are_never_reused():
+    import toy
+
+    with torch.inference_mode():  # parameters without version counters
+        model = toy.tiny_model(seed=4)
+        tok = toy.byte_tokenizer()
+        kw = dict(m=2, temperature=0.9, max_new_tokens=6, question_ids=IDS, seed=1)
+        first = sample(model, tok, PROMPTS, **kw)
+        model.model.layers[0].mlp.down_proj.weight.mul_(3.0)  # leaves no trace
+        changed = sample(model, tok, PROMPTS, **kw)
+        fresh = toy.tiny_model(seed=4)
+        fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
+        assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)

@@ -264,3 +264,53 @@ def test_bfloat16_run_is_recorded_apart_from_float32(tiny_dir, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "fingerprint" in err and err.count("\n") == 1, err
     assert _tree_digest(run_dir) == before
+
+
+def _cpuinfo(path: Path, *flags: str) -> Path:
+    path.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 avx512f {' '.join(flags)}\n")
+    return path
+
+
+def _config(run_dir):
+    from zerogap.store import RunStore
+
+    with RunStore(run_dir, create=False) as store:
+        return store.config()
+
+
+def test_a_run_resumes_in_the_dtype_it_records(tiny_dir, tmp_path, capsys, monkeypatch):
+    from zerogap import models
+
+    cpuinfo = tmp_path / "cpuinfo"
+    monkeypatch.setattr(models, "CPUINFO", _cpuinfo(cpuinfo, "amx_bf16"))
+    run_dir = tmp_path / "run"
+    assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
+    assert _config(run_dir)["dtype"] == "bfloat16"  # the default, auto, on a CPU with AMX-BF16
+    first = _samples(run_dir)
+    # On a CPU without bfloat16 products auto would be float32: the run keeps its own dtype.
+    _cpuinfo(cpuinfo)
+    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    assert _config(run_dir)["dtype"] == "bfloat16"
+    rows = _samples(run_dir)
+    assert len(rows) == 12 and rows[:6] == first
+    assert "sampled 1 questions" in capsys.readouterr().out
+    # A new run on that CPU takes float32.
+    assert main(_args(tiny_dir, tmp_path / "new", "--limit", "1")) == 0
+    assert _config(tmp_path / "new")["dtype"] == "float32"
+
+
+def test_a_run_stored_before_dtypes_were_recorded_resumes_in_float32(tiny_dir, tmp_path,
+                                                                     monkeypatch):
+    from zerogap import models
+
+    run_dir = tmp_path / "run"
+    assert main(_args(tiny_dir, run_dir, "--limit", "1", "--dtype", "float32")) == 0
+    con = sqlite3.connect(run_dir / DB_NAME)
+    with con:  # as a store written before runs recorded their dtype
+        con.execute("DELETE FROM config WHERE key = 'dtype'")
+    con.close()
+    assert "dtype" not in _config(run_dir)
+    # auto would take bfloat16 here, whose fingerprint the stored run would refuse
+    monkeypatch.setattr(models, "CPUINFO", _cpuinfo(tmp_path / "cpuinfo", "avx512_bf16"))
+    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    assert _config(run_dir)["dtype"] == "float32" and len(_samples(run_dir)) == 12

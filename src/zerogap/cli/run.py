@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from zerogap.engine.load import BACKENDS
@@ -42,14 +43,21 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--backend", choices=BACKENDS, default="hf",
                    help="sampling engine: zerogap's transformers engine (default) or vLLM")
-    add_engine_arguments(p)
+    add_engine_arguments(p, dtype_default=None)
 
 
-def add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """The weight dtype and vLLM's flags (``zerogap sample``, ``greedy`` and ``evaluate``)."""
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"),
-                   help="weight dtype; auto: bfloat16 where the CPU (AMX/AVX512-BF16) or GPU "
-                        "computes it natively (default: float32)")
+def add_engine_arguments(p: argparse.ArgumentParser, *, dtype_default: str | None = "float32"
+                         ) -> None:
+    """The weight dtype and vLLM's flags (``zerogap sample``, ``greedy`` and ``evaluate``).
+
+    ``dtype_default`` None (``sample`` and ``greedy``): the dtype the run directory records,
+    else ``auto`` (:func:`run_dtype`).
+    """
+    default_help = ("the dtype the run directory records, else auto" if dtype_default is None
+                    else dtype_default)
+    p.add_argument("--dtype", default=dtype_default, choices=("float32", "bfloat16", "auto"),
+                   help="weight dtype; auto: bfloat16 where the CPU (AMX-BF16 or "
+                        f"AVX512-BF16) or GPU computes it natively (default: {default_help})")
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N",
                    help="vLLM: GPUs per model replica (tensor parallel)")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="P",
@@ -129,10 +137,42 @@ def engine_options(args, backend: str):
                 options[key] = json.loads(text)
             except json.JSONDecodeError:
                 options[key] = text
-    return EngineOptions(device=args.device, dtype=args.dtype, max_batch=args.max_batch,
+    return EngineOptions(device=args.device, dtype=args.dtype or "auto", max_batch=args.max_batch,
                          tensor_parallel_size=args.tensor_parallel_size,
                          pipeline_parallel_size=args.pipeline_parallel_size,
                          vllm_options=options)
+
+
+def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> str:
+    """The concrete weight dtype a run is made or resumed in.
+
+    ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
+    records, so a stored run resumes as it was made. A run stored before runs recorded their
+    dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
+    case the fingerprint check names the mismatch. Otherwise ``auto``. ``auto`` resolves
+    through :func:`zerogap.models.auto_dtype` for the device the backend computes on.
+    """
+    from zerogap.store import DB_NAME, RunStore, inspect_store
+
+    dtype = flag
+    for folder in run_dirs if flag is None else ():
+        if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
+            with RunStore(folder, create=False) as store:
+                config = store.config()
+            if config:
+                dtype = config.get("dtype", "float32")
+                break
+    if dtype is None or dtype == "auto":
+        import torch
+
+        from zerogap.models import auto_dtype
+
+        if backend == "hf" and device is not None:
+            target = device
+        else:
+            target = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = auto_dtype(target)
+    return dtype
 
 
 def _spec(args, stop):
@@ -173,6 +213,8 @@ def _prepare(args):
     for folder in (args.run_dir, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
+    engine = replace(engine, dtype=run_dtype(args.dtype, (args.run_dir, greedy_dir),
+                                             args.device, args.backend))
     from zerogap.store import RunStore
 
     if args.quiet:

@@ -77,7 +77,9 @@ def load_engine(spec: str, backend: str = "hf", options: EngineOptions | None = 
         engine = VLLMBackend.load(folder, tensor_parallel_size=options.tensor_parallel_size,
                                   pipeline_parallel_size=options.pipeline_parallel_size,
                                   dtype=options.dtype, **options.vllm_options)
-        return LoadedModel(None, engine.tokenizer, spec, files_fingerprint(folder)), engine
+        loaded = LoadedModel(None, engine.tokenizer, spec, files_fingerprint(folder),
+                             dtype=options.dtype)
+        return loaded, engine
     from zerogap.engine.hf import HFBackend
 
     loaded = load_model(spec, device=options.device, dtype=options.dtype)
