@@ -19,14 +19,19 @@ import os
 import sys
 import traceback
 
+from zerogap import __version__
 from zerogap.errors import UserError, ZerogapError
 
 __all__ = ["COMMAND_MODULES", "UserError", "build_parser", "main"]
+
+# Commands that hand every argument after their name to another program's command line.
+PASSTHROUGH = ("lm-eval",)
 
 # Command modules, in the order ``zerogap --help`` lists them.
 COMMAND_MODULES = (
     "zerogap.cli.score",
     "zerogap.cli.lmeval",
+    "zerogap.cli.harness",
     "zerogap.cli.task",
     "zerogap.cli.strategy",
     "zerogap.cli.run",
@@ -51,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--traceback", action="store_true",
                         help="show the traceback of user errors too (bugs always show one)")
+    parser.add_argument("--version", action="version", version=f"zerogap {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -67,8 +73,26 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` cut after a :data:`PASSTHROUGH` command name (the first word that is not an
+    option), so that argparse never reads the other program's options.
+
+    >>> _split_passthrough(["--traceback", "lm-eval", "run", "--model", "zerogap"])
+    (['--traceback', 'lm-eval'], ['run', '--model', 'zerogap'])
+    >>> _split_passthrough(["score", "--clean", "lm-eval"])
+    (['score', '--clean', 'lm-eval'], [])
+    """
+    command = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if command is None or argv[command] not in PASSTHROUGH:
+        return argv, []
+    return argv[: command + 1], argv[command + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser().parse_args(own)
+    if passed:
+        args.passthrough = passed
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
