@@ -242,7 +242,7 @@ class ZerogapLM(LM):
         greedy_spec = SamplingSpec(m=1, max_new_tokens=spec.max_new_tokens, stop=spec.stop)
         hooks = self.strategy.prepare(PrepareContext(
             m=spec.m, device=self._device, load_model=self._patch_source,
-            greedy_source=self._greedy_source(prompts, greedy_spec),
+            greedy_source=self._greedy_source(prompts, greedy_spec, progress),
         ))
         if greedy:
             decoded = self.backend.greedy(prompts, greedy_spec, patch=hooks.patch,
@@ -259,9 +259,11 @@ class ZerogapLM(LM):
                       sum(1 for s in stats if s["interventions"]), len(stats))
         return [[g.text for g in generations] for generations in samples]
 
-    def _greedy_source(self, prompts: list[str], spec: SamplingSpec) -> Callable[[], list]:
+    def _greedy_source(self, prompts: list[str], spec: SamplingSpec, progress: bool
+                       ) -> Callable[[], list]:
         def decode() -> list:
-            return self.backend.greedy(prompts, spec, entropies=self.strategy.needs_entropy)
+            return self.backend.greedy(prompts, spec, entropies=self.strategy.needs_entropy,
+                                       progress=progress)
 
         return decode
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 
@@ -60,7 +61,36 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _plain_help(parser)
     return parser
+
+
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):`(~?)([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """``text`` without reStructuredText markup: command descriptions are module docstrings,
+    written for the API docs, and a terminal shows the markup as it is.
+
+    >>> plain("``zerogap score`` reads :mod:`zerogap.io.counts` via :func:`~zerogap.io.x.read`")
+    'zerogap score reads zerogap.io.counts via read'
+    """
+    if text is None:
+        return None
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "")
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Apply :func:`plain` to ``parser``'s texts and to those of its subcommands, recursively."""
+    parser.description, parser.epilog = plain(parser.description), plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                _plain_help(sub)
 
 
 def one_line(text: str) -> str:
