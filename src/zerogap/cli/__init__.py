@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "zerogap.cli.score",
     "zerogap.cli.lmeval",
     "zerogap.cli.harness",
+    "zerogap.cli.models",
     "zerogap.cli.task",
     "zerogap.cli.strategy",
     "zerogap.cli.run",
