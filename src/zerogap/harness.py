@@ -81,7 +81,7 @@ def request_spec(gen_kwargs: dict, *, m: int, seed: int, default_max_tokens: int
     until = kwargs["until"]
     stop = tuple(s for s in ([until] if isinstance(until, str) else until) if s)
     greedy = not kwargs["do_sample"] or float(kwargs["temperature"]) == 0.0
-    spec = SamplingSpec(
+    spec = SamplingSpec(  # a greedy request's temperature is never used; any valid one does
         m=m, temperature=0.7 if greedy else float(kwargs["temperature"]),
         max_new_tokens=int(kwargs["max_gen_toks"]), seed=seed, top_k=kwargs.get("top_k"),
         top_p=kwargs.get("top_p"), stop=stop,
@@ -160,7 +160,7 @@ class ZerogapLM(LM):
         super().__init__()
         from zerogap.engine.hf import HF_CAPABILITIES, HFBackend
         from zerogap.engine.load import EngineOptions
-        from zerogap.models import check_model_spec, load_model
+        from zerogap.models import load_model
         from zerogap.runs import build_strategy
 
         # The harness turns "3" into 3 and "true" into True; the strategy's own parser types
@@ -172,12 +172,15 @@ class ZerogapLM(LM):
             raise UserError(f"--model {MODEL_NAME}: strategy {strategy} (readout "
                             f"{self.strategy.readout}) does not give one graded response per "
                             "sample, which the harness's metrics need; use zerogap sample")
-        for name, value in (("seed", seed), ("max_gen_toks", max_gen_toks)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise UserError(f"--model_args {name} must be an integer >= 0, got {value!r}")
+        for name, value, least in (("seed", seed, 0), ("max_gen_toks", max_gen_toks, 1),
+                                   ("max_batch", 1 if max_batch is None else max_batch, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise UserError(f"--model_args {name} must be an integer >= {least}, "
+                                f"got {value!r}")
+        # batch_size and max_batch_size (the harness's --batch_size) are not used: the engine
+        # sizes its batches in rows from free memory and its first steps; max_batch caps them.
         options = EngineOptions(device=_harness_device(device), dtype=str(dtype),
                                 max_batch=max_batch)
-        check_model_spec(str(pretrained))
         self.loaded = load_model(str(pretrained), device=options.device, dtype=options.dtype)
         self.backend = HFBackend(self.loaded.model, self.loaded.tokenizer,
                                  max_batch=options.max_batch)

@@ -57,6 +57,8 @@ def test_generation_settings_map_onto_the_sampling_spec_or_are_refused():
     ({"strategy": "all-zero"}, "strategy all-zero"),
     ({"strategy": "nope"}, "unknown strategy 'nope'"),
     ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"max_batch": "auto"}, "max_batch must be an integer >= 1"),
+    ({"dtype": "int4"}, "dtype must be"),
 ])
 def test_model_arguments_are_refused_before_the_model_loads(tmp_path, args, message):
     # The model path does not exist: an argument refused first never reaches the loader.
