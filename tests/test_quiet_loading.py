@@ -14,10 +14,15 @@ from zerogap.models import load_model  # noqa: E402
 
 def test_a_model_loads_without_third_party_output(tmp_path, capfd):
     folder = toy.save_tiny(tmp_path / "tiny")
-    assert hf_logging.is_progress_bar_enabled()
-    capfd.readouterr()
-    loaded = load_model(str(folder))
-    assert loaded.model is not None
-    out, err = capfd.readouterr()
-    assert (out, err) == ("", "")
-    assert hf_logging.is_progress_bar_enabled()  # other code keeps its bars
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as in a fresh process (an earlier --quiet turns it off)
+    try:
+        capfd.readouterr()
+        loaded = load_model(str(folder))
+        assert loaded.model is not None
+        out, err = capfd.readouterr()
+        assert (out, err) == ("", "")
+        assert hf_logging.is_progress_bar_enabled()  # other code keeps its bars
+    finally:
+        if not was:
+            hf_logging.disable_progress_bar()

@@ -121,3 +121,17 @@ def test_logits_strategies_refuse_greedy_requests(tiny_dir, make_task, one_threa
     model = ZerogapLM(pretrained=str(tiny_dir), strategy="railcap")
     with pytest.raises(UserError, match="do_sample: true"):
         evaluate(model, None, make_task(), limit=1)
+
+
+def test_chat_templates_come_from_the_tokenizer(tiny_dir):
+    with pytest.raises(UserError, match="has no chat template"):
+        ZerogapLM(pretrained=str(tiny_dir)).apply_chat_template([{"role": "user",
+                                                                  "content": "2+2?"}])
+
+
+@pytest.mark.slow
+def test_the_embedded_models_chat_template_wraps_the_prompt():
+    model = ZerogapLM(pretrained="embedded")
+    text = model.apply_chat_template([{"role": "user", "content": "What is 2+2?"}])
+    assert text.startswith("<|im_start|>") and text.rstrip().endswith("<|im_start|>assistant")
+    assert "What is 2+2?" in text and model.chat_template(True)
