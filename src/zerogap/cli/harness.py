@@ -6,9 +6,11 @@ generation requests with zerogap's engine under any strategy:
 
   zerogap lm-eval run --model zerogap \\
       --model_args pretrained=embedded,strategy=railcap,n=4 \\
-      --tasks gsm8k_cot --gen_kwargs do_sample=true,temperature=0.7 \\
-      --log_samples --output_path out/railcap
+      --tasks gsm8k_sampled --include_path tasks --log_samples --output_path out/railcap
   zerogap score --clean out/clean --mitigated railcap=out/railcap
+
+The task needs repeats: m, do_sample: true and a temperature for a solve probability per
+question; docs/lm-eval.md has a copy-paste YAML (gsm8k_sampled) and the model arguments.
 
 lm-evaluation-harness 0.4.13 looks up models in its own registry only (no plugin entry
 points), so the plain ``lm-eval`` command does not know ``--model zerogap``; from Python,
@@ -42,7 +44,10 @@ def run(args) -> int:
     except ImportError:
         raise UserError("needs lm-evaluation-harness: pip install 'zerogap[lmeval]'") from None
     import zerogap.harness  # noqa: F401  (registers --model zerogap)
+    from zerogap.cli import plain
 
+    if args.passthrough[:1] in ([], ["-h"], ["--help"]):  # what zerogap adds, then the harness
+        print(plain(__doc__))
     saved = sys.argv
     sys.argv = [NAME, *args.passthrough]
     try:
