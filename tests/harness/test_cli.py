@@ -49,3 +49,10 @@ def test_a_bad_strategy_setting_is_one_line_with_exit_code_2(tiny_dir, make_task
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("zerogap lm-eval: error: strategy railcap: mode") and "sideways" in last
+
+
+def test_help_says_what_zerogap_adds_then_shows_the_harnesss(tmp_path):
+    result = zerogap("lm-eval", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith("zerogap lm-eval: lm-evaluation-harness's own command line")
+    assert "usage: lm-eval" in result.stdout and "``" not in result.stdout
