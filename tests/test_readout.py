@@ -40,6 +40,21 @@ def test_show_and_export_read_a_ted_run_the_same_way(tmp_path, capsys):
     assert "samples            6" in shown and "accuracy           0.1667" in shown
 
 
+def test_show_as_json_says_what_the_table_says(tmp_path, capsys):
+    _ted_run(tmp_path / "run")
+    assert cli.main(["runs", "show", str(tmp_path / "run"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["readout"] == "ted-kept" and shown["config"] == {"strategy": "ted"}
+    assert (shown["questions_done"], shown["samples"]) == (2, 6)
+    assert shown["accuracy"] == 1 / 6 and shown["histogram"] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    out = tmp_path / "show.json"
+    assert cli.main(["runs", "show", str(tmp_path / "run"), "--json", str(out)]) == 0
+    assert json.loads(out.read_text()) == shown
+    assert cli.main(["runs", "show", str(tmp_path / "run"), "--json",
+                     str(tmp_path / "no" / "x.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
 def test_older_stores_without_a_readout_field_use_the_strategys(tmp_path):
     with RunStore(tmp_path) as store:
         store.check_config({"strategy": "all-zero", "strategy_config": {}})

@@ -25,14 +25,17 @@ the folder in a fraction of a second.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,8 +211,9 @@ def _save_atomically(model, tokenizer, target: Path) -> None:
     # Write into a sibling temporary folder and rename, so a killed conversion leaves no half cache.
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with _quiet_transformers():
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         tmp.chmod(0o755)  # mkdtemp creates it private; the cache is an ordinary folder
         os.replace(tmp, target)
     except OSError:
@@ -233,12 +237,42 @@ def _check_gguf(path: Path) -> None:
                         f"({err})") from None
 
 
+@contextlib.contextmanager
+def _quiet_transformers(*, stderr: bool = False) -> Iterator[None]:
+    """transformers' own progress bars off for a load or a save (weight loading, shard
+    writing): they are unlabelled, take a fraction of a second on a cached model, and break
+    the one progress line the command draws. ``stderr`` also hides what the GGUF reader writes
+    there directly (its de-quantizing bar ignores the setting); errors still raise."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) if stderr else contextlib.nullcontext():
+            yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def quiet_peft() -> Iterator[None]:
+    """PEFT's wrapping of a model without the FutureWarning it triggers by reading
+    transformers' deprecated ``is_gradient_checkpointing`` alias: the warning is theirs to fix
+    and says nothing about the run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                category=FutureWarning)
+        yield
+
+
 def _cached_gguf_folder(path: Path) -> Path:
     """The converted folder of a GGUF file (``check_model_spec`` has checked its name)."""
     target = cache_dir() / "models" / _gguf_cache_key(path)
     if not target.is_dir():
         _check_gguf(path)
-        _convert_gguf(path, target)
+        with _quiet_transformers(stderr=True):
+            _convert_gguf(path, target)
     return target
 
 
@@ -249,8 +283,9 @@ def _load_folder(folder: Path, dtype):
     if adapter_config.is_file():
         return _load_adapter(folder, adapter_config, dtype)
     tokenizer = AutoTokenizer.from_pretrained(folder, **_SAFE)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True,
-                                                 **_SAFE)
+    with _quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True,
+                                                     **_SAFE)
     return model, tokenizer
 
 
@@ -266,7 +301,8 @@ def _load_adapter(folder: Path, adapter_config: Path, dtype):
     from peft import PeftModel
 
     model, tokenizer = _load_any(_adapter_base(adapter_config), dtype, relative_to=folder)
-    model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
+    with quiet_peft():
+        model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     return model, tokenizer
 
 
@@ -382,8 +418,9 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec, **_SAFE)
-        model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, use_safetensors=True,
-                                                     **_SAFE)
+        with _quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype,
+                                                         use_safetensors=True, **_SAFE)
     except OSError as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(

@@ -196,3 +196,25 @@ def test_a_closed_pipe_ends_quietly():
     stderr = proc.stderr.read().decode()
     assert proc.wait() == 141
     assert "Traceback" not in stderr
+
+
+def test_json_dash_puts_the_record_on_stdout_and_the_table_on_stderr(tmp_path, capsys):
+    clean, rail = tmp_path / "clean.jsonl", tmp_path / "rail.jsonl"
+    write_counts(clean, ["a", "b", "c"], [3, 1, 0], [4, 4, 4])
+    write_counts(rail, ["a", "b", "c"], [2, 1, 1], [4, 4, 4])
+    assert main(["score", "--clean", str(clean), "--mitigated", f"railcap={rail}",
+                 "--resamples", "0", "--noise-sims", "10", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    a_ppg = record["strategies"]["railcap"]["a_ppg"]["estimate"]
+    assert a_ppg == pytest.approx((1 + 0 + 1) / 4 / 3)
+    assert captured.err.startswith("3 questions, clean m = 4")
+    assert not (tmp_path / "-").exists() and not Path("-").exists()
+
+
+def test_version(capsys):
+    from zerogap import __version__
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"zerogap {__version__}\n"

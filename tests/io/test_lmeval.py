@@ -143,3 +143,45 @@ def test_score_and_import_read_harness_logs(docs, tmp_path, capsys):
     one = harness_log(tmp_path / "one.jsonl", docs[:2], [["The answer is 1."]] * 2)
     assert main(["import", str(one), "--counts", str(tmp_path / "x.jsonl")]) == 2
     assert "repeats = 1" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
+
+
+def test_an_output_path_folder_stands_for_its_one_sample_log(docs, tmp_path, capsys):
+    """The harness writes ``<output_path>/<model>/samples_<task>_<date>.jsonl``: the folder
+    goes wherever the log does, and a folder holding several logs is refused in one line."""
+    from zerogap.cli import main
+    from zerogap.io.counts import read_counts
+
+    right_clean, right_rail = [0, 1, 2, 3, 4, 2], [1, 1, 2, 2, 4, 0]
+    for name, right in (("clean", right_clean), ("railcap", right_rail)):
+        (tmp_path / name / "embedded").mkdir(parents=True)
+        harness_log(tmp_path / name / "embedded" / "samples_gsm8k_2026-12-01T10-44-20.1.jsonl",
+                    docs, responses_with(docs, right))
+    out = tmp_path / "scores.json"
+    argv = ["score", "--clean", str(tmp_path / "clean"), "--mitigated",
+            f"railcap={tmp_path / 'railcap' / 'embedded'}", "--resamples", "20",
+            "--noise-sims", "10", "--json", str(out)]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    expected = sum(abs(a - b) for a, b in zip(right_clean, right_rail, strict=True)) / 4 / 6
+    assert result["strategies"]["railcap"]["a_ppg"]["estimate"] == pytest.approx(expected)
+    assert result["inputs"]["clean"]["path"].endswith("samples_gsm8k_2026-12-01T10-44-20.1.jsonl")
+
+    counts = tmp_path / "counts.jsonl"
+    assert main(["import", str(tmp_path / "railcap"), "--counts", str(counts)]) == 0
+    assert read_counts(counts).correct.tolist() == right_rail
+
+    # A second task's log in the same folder: which one is meant cannot be guessed.
+    harness_log(tmp_path / "clean" / "embedded" / "samples_arith_2026-12-01T11-00-00.2.jsonl",
+                docs, responses_with(docs, right_clean))
+    capsys.readouterr()
+    for argv in (["score", "--clean", str(tmp_path / "clean"), "--mitigated",
+                  f"railcap={tmp_path / 'railcap'}"],
+                 ["import", str(tmp_path / "clean"), "--counts", str(tmp_path / "c2.jsonl")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "2 lm-evaluation-harness sample logs" in err
+        assert "embedded/samples_arith_2026-12-01T11-00-00.2.jsonl" in err
+    assert not (tmp_path / "c2.jsonl").exists()
+    (tmp_path / "empty").mkdir()
+    assert main(["import", str(tmp_path / "empty"), "--counts", str(tmp_path / "c3.jsonl")]) == 2
+    assert "no lm-evaluation-harness samples_*.jsonl" in capsys.readouterr().err

@@ -263,3 +263,20 @@ def test_torchrun_shares_the_global_batch_between_processes(tiny_dir, tmp_path):
     assert stages["clean"]["gradient_accumulation"] == 1
     trained = load_model(str(out / "contaminated"), device="cpu").fingerprint
     assert trained != load_model(str(tiny_dir), device="cpu").fingerprint
+
+
+def test_training_shows_only_its_own_labelled_progress(tiny_dir, tmp_path, capfd):
+    """One labelled bar per stage (steps, loss, ETA); no third-party bars or warnings."""
+    import warnings
+
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # a warning shown once per session would hide here
+        build(tiny_config(tiny_dir), tmp_path / "build", progress=True)
+    assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    err = capfd.readouterr().err
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    assert any(line.startswith("training clean: 100%") and "2/2" in line for line in lines)
+    assert any(line.startswith("training contaminated: 100%") for line in lines)
+    assert "loss=" in err
+    assert not [line for line in lines if not line.startswith("training ")], lines

@@ -119,7 +119,8 @@ def test_gsm8k_modes_grade_differently(gsm8k_dir):
 
 def test_gsm8k_hub_without_datasets_says_pass_a_path(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes "import datasets" fail
-    with pytest.raises(ValueError, match="needs the 'datasets' package; pass a local copy"):
+    with pytest.raises(ValueError, match=r"needs the 'datasets' package \(pip install "
+                                         r"'zerogap\[datasets\]'\), or pass a local copy"):
         get_task("gsm8k").questions()
 
 
@@ -133,8 +134,27 @@ def test_gsm8k_hub_offline_says_pass_a_path(monkeypatch):
         get_task("gsm8k").questions()
     assert str(err.value) == (
         "could not load openai/gsm8k from the hub (Couldn't reach 'openai/gsm8k' on the Hub); "
-        "pass a local copy instead: --path DIR (a folder with train.jsonl and test.jsonl)"
+        "or pass a local copy: --task-option path=DIR (a folder with train.jsonl and test.jsonl)"
     )
+
+
+def test_gsm8k_from_the_real_datasets_package_offline_is_one_line_with_the_fix(monkeypatch,
+                                                                             capsys, tmp_path):
+    """With the ``datasets`` extra installed and no hub, sampling GSM8K says how to pass the
+    local copy, in the spelling ``zerogap sample`` takes; nothing is written."""
+    pytest.importorskip("datasets")
+    from zerogap.cli import main
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached copy to fall back on
+    run = tmp_path / "run"
+    assert main(["sample", "--model", "embedded", "--task", "gsm8k", "--run-dir", str(run),
+                 "-m", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "could not load openai/gsm8k" in err
+    assert err.endswith("--task-option path=DIR (a folder with train.jsonl and test.jsonl)")
+    assert not run.exists()
 
 
 def test_gsm8k_hub_rows_get_ids_and_gold(monkeypatch):

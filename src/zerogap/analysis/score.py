@@ -36,7 +36,13 @@ from zerogap import __version__
 from zerogap.config import JsonConfig
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
-from zerogap.io.lmeval import LmevalLog, check_same_documents, is_lmeval_log, read_lmeval
+from zerogap.io.lmeval import (
+    LmevalLog,
+    check_same_documents,
+    find_samples,
+    is_lmeval_log,
+    read_lmeval,
+)
 from zerogap.metrics import MAX_BINS, METRIC_NAMES, RestorationGaps, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
@@ -203,20 +209,26 @@ class Scorecard:
 
 def load_input(name: str, path: str | Path, *, lmeval_grading: str = "anchor") -> ScoredRun:
     """A scorecard input from a counts file, a run directory (read under its readout) or an
-    lm-evaluation-harness sample log (its raw responses graded with ``lmeval_grading``).
+    lm-evaluation-harness sample log or ``--output_path`` folder holding one (its raw responses
+    graded with ``lmeval_grading``).
 
     A run directory contributes its stored configuration as provenance; a counts file its path,
     digest and the provenance header ``zerogap runs export`` writes into it, if any; a harness
     log its path, digest, repeats and grading mode.
     """
     path = Path(path)
-    if path.is_file() and is_lmeval_log(path):
+    harness_folder = path.is_dir() and not (path / DB_NAME).is_file()  # lm-eval --output_path
+    if harness_folder:
+        found = find_samples(path)
+        if found is None:
+            raise DataError(f"{path}: a directory without a run store ({DB_NAME}) or "
+                            "lm-evaluation-harness samples_*.jsonl")
+        path = found
+    if harness_folder or (path.is_file() and is_lmeval_log(path)):
         log = read_lmeval(path, mode=lmeval_grading)
         return ScoredRun(name, log.counts, file_record(path, lmeval={
             "repeats": log.repeats, "grading": lmeval_grading}), log)
     if path.is_dir():
-        if not (path / DB_NAME).is_file():
-            raise DataError(f"{path}: a directory without a run store ({DB_NAME})")
         with RunStore(path, create=False) as store:
             rows, config = run_counts(store), store.config()
         if not rows:

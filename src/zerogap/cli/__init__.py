@@ -16,17 +16,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 
+from zerogap import __version__
 from zerogap.errors import UserError, ZerogapError
 
 __all__ = ["COMMAND_MODULES", "UserError", "build_parser", "main"]
+
+# Commands that hand every argument after their name to another program's command line.
+PASSTHROUGH = ("lm-eval",)
 
 # Command modules, in the order ``zerogap --help`` lists them.
 COMMAND_MODULES = (
     "zerogap.cli.score",
     "zerogap.cli.lmeval",
+    "zerogap.cli.harness",
+    "zerogap.cli.models",
     "zerogap.cli.task",
     "zerogap.cli.strategy",
     "zerogap.cli.run",
@@ -51,10 +58,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--traceback", action="store_true",
                         help="show the traceback of user errors too (bugs always show one)")
+    parser.add_argument("--version", action="version", version=f"zerogap {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _plain_help(parser)
     return parser
+
+
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):`(~?)([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """``text`` without reStructuredText markup: command descriptions are module docstrings,
+    written for the API docs, and a terminal shows the markup as it is.
+
+    >>> plain("``zerogap score`` reads :mod:`zerogap.io.counts` via :func:`~zerogap.io.x.read`")
+    'zerogap score reads zerogap.io.counts via read'
+    """
+    if text is None:
+        return None
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "")
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Apply :func:`plain` to ``parser``'s texts and to those of its subcommands, recursively."""
+    parser.description, parser.epilog = plain(parser.description), plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                _plain_help(sub)
 
 
 def one_line(text: str) -> str:
@@ -67,8 +104,26 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` cut after a :data:`PASSTHROUGH` command name (the first word that is not an
+    option), so that argparse never reads the other program's options.
+
+    >>> _split_passthrough(["--traceback", "lm-eval", "run", "--model", "zerogap"])
+    (['--traceback', 'lm-eval'], ['run', '--model', 'zerogap'])
+    >>> _split_passthrough(["score", "--clean", "lm-eval"])
+    (['score', '--clean', 'lm-eval'], [])
+    """
+    command = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if command is None or argv[command] not in PASSTHROUGH:
+        return argv, []
+    return argv[: command + 1], argv[command + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser().parse_args(own)
+    if passed:
+        args.passthrough = passed
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit

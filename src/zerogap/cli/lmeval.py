@@ -8,13 +8,14 @@ grading mode as the counts file's provenance header.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-EXAMPLES = """examples:
-  lm-eval run --model vllm --tasks gsm8k_cot --gen_kwargs temperature=0.7,do_sample=True \\
-      --log_samples --output_path out/   # with repeats: 50 in the task config
-  zerogap import out/model/samples_gsm8k_cot_2026-11-30.jsonl --counts clean.jsonl
-  zerogap score --clean clean.jsonl --mitigated railcap=out/railcap/samples_gsm8k_cot_*.jsonl
+EXAMPLES = """examples (repeats: 50 in the task's YAML; see docs/lm-eval.md):
+  lm-eval run --model hf --model_args pretrained=MODEL --tasks gsm8k_cot \\
+      --gen_kwargs do_sample=true,temperature=0.7 --log_samples --output_path out/clean
+  zerogap import out/clean --counts clean.jsonl
+  zerogap import out/clean/MODEL/samples_gsm8k_cot_2026-11-30T10-00-00.jsonl --counts clean.jsonl
 """
 
 
@@ -23,7 +24,8 @@ def register(subparsers) -> None:
         "import", help="convert an lm-evaluation-harness sample log into per-question counts",
         description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("log", help="samples_<task>_<date>.jsonl written with --log_samples")
+    p.add_argument("log", help="samples_<task>_<date>.jsonl written with --log_samples, or the "
+                               "--output_path folder holding it")
     p.add_argument("--counts", required=True, metavar="OUT", help="counts file to write (JSONL)")
     p.add_argument("--grading", default="anchor", metavar="MODE",
                    help="grader of the raw responses: anchor (default), lmeval-strict, "
@@ -32,17 +34,24 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from zerogap.errors import DataError
     from zerogap.io.counts import write_counts
     from zerogap.io.files import check_output
-    from zerogap.io.lmeval import read_lmeval
+    from zerogap.io.lmeval import find_samples, read_lmeval
     from zerogap.provenance import file_record
     from zerogap.tasks.extract import check_mode
 
     check_mode(args.grading)
     out = check_output(args.counts, "--counts", inputs=[args.log])
-    log = read_lmeval(args.log, mode=args.grading)
+    path = args.log
+    if os.path.isdir(path):
+        path = find_samples(path)
+        if path is None:
+            raise DataError(f"{args.log}: no lm-evaluation-harness samples_*.jsonl in this "
+                            "folder or its subfolders (run the harness with --log_samples)")
+    log = read_lmeval(path, mode=args.grading)
     c = log.counts
     write_counts(out, c.ids, c.correct, c.samples, c.first, provenance=file_record(
-        args.log, lmeval={"repeats": log.repeats, "grading": args.grading}))
+        path, lmeval={"repeats": log.repeats, "grading": args.grading}))
     print(f"wrote {len(c)} documents ({log.repeats} responses each) to {out}", file=sys.stderr)
     return 0

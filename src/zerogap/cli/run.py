@@ -12,13 +12,15 @@ from zerogap.engine.load import BACKENDS
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
-  zerogap sample --model embedded --task gsm8k --limit 20 -m 50 -T 0.7 --run-dir runs/base
-  zerogap greedy --model embedded --task gsm8k --limit 20 --run-dir runs/base
+  zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \
+      -m 50 -T 0.7 --run-dir runs/base
+  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \
+      --run-dir runs/base
   zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \
       --greedy-dir runs/con-greedy --run-dir runs/con-railcap
   zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \
       --set base=embedded --run-dir runs/con-shortcut
-  zerogap runs show runs/base
+  zerogap runs show runs/base [--json [OUT]]
   zerogap runs export runs/base --counts base.jsonl
 """
 
@@ -93,6 +95,8 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     show = sub.add_parser("show", help="summarise a run dir")
     show.add_argument("run_dir", type=Path)
+    show.add_argument("--json", nargs="?", const="-", metavar="OUT",
+                      help="the summary as JSON instead: on stdout, or into OUT")
     show.set_defaults(func=_show)
     export = sub.add_parser("export", help="export samples or per-question counts")
     export.add_argument("run_dir", type=Path)
@@ -268,34 +272,61 @@ def _greedy(args) -> int:
     return 0
 
 
+# The configuration fields ``runs show`` lists, in order.
+_SHOWN = ("backend", "model", "model_fingerprint", "task", "split", "strategy", "m",
+          "temperature", "seed", "max_new_tokens", "top_k", "top_p")
+
+
+def run_summary(config: dict, counts: list[dict], greedy: dict) -> dict:
+    """What ``runs show`` reports about a run, as one JSON-ready record.
+
+    ``histogram`` counts questions per solve-probability tenth, [0, 0.1) ... [0.9, 1.0].
+    """
+    from zerogap.readout import readout_of
+
+    n_samples = sum(c["samples"] for c in counts)
+    bins = [0] * 10
+    for c in counts:
+        bins[min(9, int(10 * c["correct"] / c["samples"]))] += 1
+    return {
+        "config": {key: config[key] for key in _SHOWN if key in config},
+        "readout": readout_of(config),
+        "questions_done": len(counts),
+        "samples": n_samples,
+        "accuracy": sum(c["correct"] for c in counts) / n_samples if n_samples else None,
+        "histogram": bins if n_samples else None,
+        "greedy_decodes": len(greedy),
+        "greedy_accuracy": (sum(g.correct for g in greedy.values()) / len(greedy)
+                            if greedy else None),
+    }
+
+
 def _show(args) -> int:
-    from zerogap.readout import readout_of, run_counts
+    from zerogap.cli.output import emit_json, json_destination
+    from zerogap.readout import run_counts
     from zerogap.store import RunStore
 
+    out = None if args.json is None else json_destination(args.json, "--json")
     with RunStore(args.run_dir, create=False) as store:
-        config, counts, greedy = store.config(), run_counts(store), store.greedy()
-    for key in ("backend", "model", "model_fingerprint", "task", "split", "strategy", "m",
-                "temperature", "seed", "max_new_tokens", "top_k", "top_p"):
-        if key in config:
-            print(f"{key:18} {json.dumps(config[key])}")
-    n_samples = sum(c["samples"] for c in counts)
-    n_correct = sum(c["correct"] for c in counts)
-    print(f"{'readout':18} {readout_of(config)}")
-    print(f"{'questions done':18} {len(counts)}")
-    print(f"{'samples':18} {n_samples}")
-    if n_samples:
-        print(f"{'accuracy':18} {n_correct / n_samples:.4f}")
+        summary = run_summary(store.config(), run_counts(store), store.greedy())
+    if out is not None:
+        emit_json(out, summary)
+        return 0
+    for key, value in summary["config"].items():
+        print(f"{key:18} {json.dumps(value)}")
+    print(f"{'readout':18} {summary['readout']}")
+    print(f"{'questions done':18} {summary['questions_done']}")
+    print(f"{'samples':18} {summary['samples']}")
+    if summary["samples"]:
+        print(f"{'accuracy':18} {summary['accuracy']:.4f}")
         print("solve probability histogram (questions per bin):")
-        bins = [0] * 10
-        for c in counts:
-            bins[min(9, int(10 * c["correct"] / c["samples"]))] += 1
-        width = max(bins)
-        for b, n in enumerate(bins):
+        width = max(summary["histogram"])
+        for b, n in enumerate(summary["histogram"]):
             hi = "1.0]" if b == 9 else f"{(b + 1) / 10:.1f})"
             print(f"  [{b / 10:.1f}, {hi:5} {n:6d} {'#' * round(40 * n / width)}")
-    if greedy:
-        acc = sum(g.correct for g in greedy.values()) / len(greedy)
-        print(f"{'greedy decodes':18} {len(greedy)} (accuracy {acc:.4f})")
+    if summary["greedy_decodes"]:
+        print(f"{'greedy decodes':18} {summary['greedy_decodes']} "
+              f"(accuracy {summary['greedy_accuracy']:.4f})")
     return 0
 
 

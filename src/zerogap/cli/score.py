@@ -10,7 +10,6 @@ come from :func:`zerogap.analysis.score.score`; this module only renders them.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import replace
@@ -18,9 +17,9 @@ from dataclasses import replace
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
+from zerogap.cli.output import STDOUT, emit_json, json_destination
 from zerogap.config import parse_pairs
 from zerogap.errors import UserError
-from zerogap.io.files import atomic_write, check_output
 from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
@@ -45,7 +44,8 @@ def register(subparsers) -> None:
         help="a strategy's per-question outcomes on the contaminated model (repeatable)",
     )
     add_scoring_options(p)
-    p.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    p.add_argument("--json", metavar="OUT",
+                   help="also write the results as JSON; '-': JSON on stdout, table on stderr")
     p.add_argument("--lmeval-grading", default="anchor", metavar="MODE",
                    help="grader of lm-evaluation-harness logs' raw responses: anchor (default), "
                         "lmeval-strict, lmeval-strict-hash or lmeval-flexible")
@@ -108,18 +108,16 @@ def _fmt_m(samples: np.ndarray) -> str:
 def run(args) -> int:
     settings = score_settings(ScoreSettings(), scoring_changes(args))
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
-    out = None if args.json is None else check_output(args.json, "--json",
-                                                      inputs=[args.clean, *pairs.values()])
+    out = None if args.json is None else json_destination(args.json, "--json",
+                                                          inputs=[args.clean, *pairs.values()])
     check_mode(args.lmeval_grading)
     clean = load_input("clean", args.clean, lmeval_grading=args.lmeval_grading)
     mitigated = [load_input(name, path, lmeval_grading=args.lmeval_grading)
                  for name, path in pairs.items()]
     card = score(clean, mitigated, settings)
-    print(render_table(card))
+    print(render_table(card), file=sys.stderr if out == STDOUT else sys.stdout)
     if out is not None:
-        with atomic_write(out) as handle:
-            handle.write(json.dumps(card.to_dict(), indent=2) + "\n")
-        print(f"wrote {out}", file=sys.stderr)
+        emit_json(out, card.to_dict())
     return 0
 
 

@@ -12,12 +12,14 @@ target with one of zerogap's extractors (:mod:`zerogap.tasks.extract`: ``anchor`
 harness's own ``lmeval-*`` modes to reproduce its numbers), and returns per-question counts in
 the shape ``zerogap score`` reads: the solve probability of a document is correct / K (arXiv
 2608.07341, §3.1). :func:`check_same_documents` compares two logs' documents by their hashes.
+:func:`find_samples` picks the one log of an ``--output_path`` folder.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +48,36 @@ def is_lmeval_log(path: str | os.PathLike) -> bool:
     except DataError:
         return False
     return first is not None and is_lmeval_record(first[1])
+
+
+def find_samples(folder: str | os.PathLike) -> Path | None:
+    """The one ``samples_<task>_<date>.jsonl`` of a harness ``--output_path`` folder, or None.
+
+    The harness writes its logs to ``<output_path>/<model name>/``; both that folder and the
+    one above it are searched. None when there is no log; a :class:`DataError` naming the logs
+    when there are several (several tasks, models or dates), since which one is meant cannot be
+    guessed.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> (out / "embedded").mkdir()
+    >>> _ = (out / "embedded" / "samples_gsm8k_2026-12-01T10-44-20.jsonl").write_text("")
+    >>> find_samples(out).name
+    'samples_gsm8k_2026-12-01T10-44-20.jsonl'
+    >>> _ = (out / "embedded" / "samples_arith_2026-12-01T11-02-09.jsonl").write_text("")
+    >>> find_samples(out)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.DataError: ...: 2 lm-evaluation-harness sample logs (...): name one of them
+    """
+    root = Path(folder)
+    found = sorted([*root.glob("samples_*.jsonl"), *root.glob("*/samples_*.jsonl")])
+    if len(found) > 1:
+        shown = ", ".join(str(p.relative_to(root)) for p in found[:4])
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        raise DataError(f"{root}: {len(found)} lm-evaluation-harness sample logs ({shown}{more}): "
+                        "name one of them")
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from zerogap.config import JsonConfig
 from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.files import check_output_folder, write_text
 from zerogap.io.jsonlines import read_jsonl
-from zerogap.models import EMBEDDED, check_model_spec
+from zerogap.models import EMBEDDED, check_model_spec, quiet_peft
 from zerogap.tasks.base import Question
 from zerogap.tasks.prompt import cot_solution
 
@@ -423,8 +423,9 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _trainer_callbacks(progress: bool):
-    """Progress bar (step, loss, ETA) and graceful first Ctrl-C, as Trainer callbacks."""
+def _trainer_callbacks(progress: bool, label: str):
+    """Progress bar (``label``, step, loss, ETA) and graceful first Ctrl-C, as Trainer
+    callbacks."""
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
 
@@ -434,7 +435,8 @@ def _trainer_callbacks(progress: bool):
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.bar = tqdm(total=state.max_steps, initial=state.global_step, unit="step",
-                            dynamic_ncols=True, disable=not (progress and _main_process()))
+                            desc=label, dynamic_ncols=True,
+                            disable=not (progress and _main_process()))
 
         def on_step_end(self, args, state, control, **kwargs):
             self.bar.update(state.global_step - self.bar.n)
@@ -505,7 +507,8 @@ def lora_model(config: ContaminationConfig, start_spec: str):
         raise UserError(f"--target-modules {modules}: {start_spec} has no module "
                         f"{', '.join(missing)}; its linear layers: {', '.join(linear)}")
     torch.manual_seed(config.seed)  # the LoRA A matrices' initialisation
-    return loaded, get_peft_model(loaded.model, lora)
+    with quiet_peft():
+        return loaded, get_peft_model(loaded.model, lora)
 
 
 def _check_batch(config: ContaminationConfig) -> int:
@@ -552,7 +555,7 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log line; the bar shows the loss
-    bar, stopper = _trainer_callbacks(progress)
+    bar, stopper = _trainer_callbacks(progress, f"training {target.name}")
     trainer.add_callback(bar)
     trainer.add_callback(stopper)
     resume = _last_checkpoint(work)

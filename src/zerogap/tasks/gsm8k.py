@@ -2,7 +2,8 @@
 
 Local: ``path`` is a folder with the release's ``train.jsonl`` and ``test.jsonl`` (fields
 ``question`` and ``answer``), or one such file (the test split). Without ``path`` the splits come
-from the hub (``openai/gsm8k``, config ``main``) through the optional ``datasets`` package.
+from the hub (``openai/gsm8k``, config ``main``) through the optional ``datasets`` package (the
+``datasets`` extra).
 Gold answers are the number after ``####``. The default prompt is 8-shot: exemplars drawn from
 the train split by the seeded rule of :func:`zerogap.tasks.prompt.select_exemplars`, their
 answers rewritten (calculator annotations removed, ``#### N`` -> "The answer is N.").
@@ -22,11 +23,15 @@ HUB_ID, HUB_CONFIG = "openai/gsm8k", "main"
 
 def load_from_hub(split: str) -> list[Row]:
     """The rows of ``split`` from the hub; a one-line error without ``datasets`` or the hub."""
-    hint = "pass a local copy instead: --path DIR (a folder with train.jsonl and test.jsonl)"
+    # The task option, as zerogap sample/greedy/neurons take it; zerogap task show/grade spell
+    # it --path.
+    hint = ("or pass a local copy: --task-option path=DIR (a folder with train.jsonl and "
+            "test.jsonl)")
     try:
         import datasets  # optional, heavy: only imported when no local path is given
     except ImportError:
-        raise UserError(f"loading {HUB_ID} needs the 'datasets' package; {hint}") from None
+        raise UserError(f"loading {HUB_ID} needs the 'datasets' package (pip install "
+                        f"'zerogap[datasets]'), {hint}") from None
     try:
         data = datasets.load_dataset(HUB_ID, HUB_CONFIG, split=split)
     except Exception as err:  # the hub's failures have many types (network, auth, cache)

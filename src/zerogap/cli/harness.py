@@ -1,0 +1,57 @@
+"""``zerogap lm-eval``: lm-evaluation-harness's own command line, with ``--model zerogap``.
+
+Everything after ``lm-eval`` goes to the harness unchanged (``zerogap lm-eval run --help`` is
+its help); the only thing added is the ``zerogap`` model (:mod:`zerogap.harness`), which serves
+generation requests with zerogap's engine under any strategy:
+
+  zerogap lm-eval run --model zerogap \\
+      --model_args pretrained=embedded,strategy=railcap,n=4 \\
+      --tasks gsm8k_sampled --include_path tasks --log_samples --output_path out/railcap
+  zerogap score --clean out/clean --mitigated railcap=out/railcap
+
+The task needs repeats: m, do_sample: true and a temperature for a solve probability per
+question; docs/lm-eval.md has a copy-paste YAML (gsm8k_sampled) and the model arguments.
+
+lm-evaluation-harness 0.4.13 looks up models in its own registry only (no plugin entry
+points), so the plain ``lm-eval`` command does not know ``--model zerogap``; from Python,
+``import zerogap.harness`` registers it for ``lm_eval.simple_evaluate``. Needs the ``lmeval``
+extra: ``pip install 'zerogap[lmeval]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from zerogap.errors import UserError
+
+NAME = "lm-eval"
+
+
+def register(subparsers) -> None:
+    # No arguments of its own: zerogap.cli.main hands everything after the command name on.
+    p = subparsers.add_parser(
+        NAME, help="run lm-evaluation-harness with zerogap's engine as --model zerogap",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    p.set_defaults(func=run, passthrough=[])
+
+
+def run(args) -> int:
+    try:
+        from lm_eval.__main__ import cli_evaluate
+    except ImportError:
+        raise UserError("needs lm-evaluation-harness: pip install 'zerogap[lmeval]'") from None
+    import zerogap.harness  # noqa: F401  (registers --model zerogap)
+    from zerogap.cli import plain
+
+    if args.passthrough[:1] in ([], ["-h"], ["--help"]):  # what zerogap adds, then the harness
+        print(plain(__doc__))
+    saved = sys.argv
+    sys.argv = [NAME, *args.passthrough]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+    return 0
