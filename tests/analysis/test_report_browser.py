@@ -60,7 +60,7 @@ def test_report_renders_with_every_table_and_image_visible(study_dir, tmp_path):
         assert image["ok"], f"broken image: {image['alt']}"
         assert min(image["natural"]) > 100 and min(image["shown"]) > 100, image
     shown_tables = {t["key"] for t in seen["tables"]}
-    assert shown_tables == {"table1", "table2", "table3", "table4"}
+    assert shown_tables == {"table1", "table2", "table3", "table4", "sensitivity"}
     for table in seen["tables"]:
         assert table["rows"] >= 3 and min(table["shown"]) > 0, table
 

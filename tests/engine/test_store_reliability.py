@@ -28,6 +28,13 @@ from test_runs_cli import SCRIPT, _args, _samples, _stored, _tree_digest, main
 from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, inspect_store
 
 
+# dill (which lm-evaluation-harness's dependencies bring in, and torch imports when present)
+# probes the temporary folder by writing a file at import; under a zero file-size limit that
+# probe fails before zerogap runs, a failure of the disk the library sees, not of zerogap's
+# writes. The subprocess names its temporary folder instead, so no probe is written.
+PINNED_TEMPDIR = "import os, tempfile; tempfile.tempdir = os.environ.get('TMPDIR', '/tmp')\n"
+
+
 def _limited(argv, limit: int) -> subprocess.CompletedProcess:
     """``zerogap argv`` in a subprocess whose files may not grow past ``limit`` bytes."""
 
@@ -35,7 +42,8 @@ def _limited(argv, limit: int) -> subprocess.CompletedProcess:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-c", SCRIPT, *argv], preexec_fn=limit_file_size,
+    return subprocess.run([sys.executable, "-c", PINNED_TEMPDIR + SCRIPT, *argv],
+                          preexec_fn=limit_file_size,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
 
