@@ -27,7 +27,6 @@ from test_runs_cli import SCRIPT, _args, _samples, _stored, _tree_digest, main
 
 from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, inspect_store
 
-
 # dill (which lm-evaluation-harness's dependencies bring in, and torch imports when present)
 # probes the temporary folder by writing a file at import; under a zero file-size limit that
 # probe fails before zerogap runs, a failure of the disk the library sees, not of zerogap's
