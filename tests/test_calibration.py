@@ -96,3 +96,35 @@ def test_the_simulated_floor_matches_a_measured_second_batch(n, m):
     simulated, measured, se = floor_agreement(n, m, 60, seed=n)
     # Within 10% of the measured floor, or within three standard errors of it.
     assert abs(simulated - measured) <= max(0.10 * measured, 3 * se), (simulated, measured, se)
+
+
+def test_the_power_calculation_builds_the_effect_it_is_asked_for():
+    import numpy as np
+
+    from zerogap.calibration import benchmark, expected_sa_ppg, planned_pair
+    from zerogap.uncertainty import choose_bins
+
+    rng = np.random.default_rng(0)
+    p = benchmark(48, rng)
+    leaked = np.arange(48) < 24
+    a, b = planned_pair(p, leaked, 0.135, 12, choose_bins(48), rng)
+    # the strategies move only the leaked questions, a between the clean model and b
+    assert np.array_equal(a[~leaked], p[~leaked]) and np.array_equal(b[~leaked], p[~leaked])
+    assert np.all((a >= p - 1e-12) & (a <= b + 1e-12))
+    difference = (expected_sa_ppg(p, b, 12, choose_bins(48), rng, sims=20000)
+                  - expected_sa_ppg(p, a, 12, choose_bins(48), rng, sims=20000))
+    assert difference == pytest.approx(0.135, abs=0.01)
+    with pytest.raises(ValueError, match="exceeds"):
+        planned_pair(p, leaked, 0.9, 12, choose_bins(48), rng)
+
+
+@pytest.mark.slow
+def test_power_grows_with_the_questions():
+    from zerogap.calibration import paired_power
+
+    few, half_few = paired_power(16, 8, REPS, seed=1)
+    many, half_many = paired_power(96, 8, REPS, seed=1)
+    # a true difference of 0.135 is found more often, and the interval narrows, with 6x the
+    # questions (the half-width by about sqrt(6))
+    assert many.interval[0] > few.interval[1]
+    assert half_many < half_few / 1.8
