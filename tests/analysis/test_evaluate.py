@@ -43,7 +43,14 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
         for ext in ("md", "csv", "json"):
             assert (out / "tables" / f"{key}.{ext}").stat().st_size > 0
     assert {p.suffix for p in report.figures} == {".png", ".svg"}
-    assert len(report.figures) == 6  # Figure 1, Figure 2, per-stratum gaps; PNG and SVG each
+    assert len(report.figures) == 8  # headline, Figure 1, 2, per-stratum gaps; PNG and SVG
+    assert report.figures[0].name == "tiny-toy-headline.png"
+    markdown = report.markdown.read_text()
+    # the headline figure and the three findings come before every other section
+    glance = markdown.index("## At a glance")
+    assert glance < markdown.index("figures/tiny-toy-headline.png") < markdown.index("## Design")
+    assert all(glance < markdown.index(f"- {key} ") < markdown.index("## Design")
+               for key in ("F1", "F2", "F3"))
     verdicts = report.scores["tiny-toy"].verdicts
     assert len(verdicts) == len(STRATEGIES)
     assert {v.outcome for v in verdicts} <= {"restored", "not restored", "inconclusive"}

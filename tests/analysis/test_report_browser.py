@@ -24,7 +24,8 @@ PROBE = """<script>
 window.addEventListener("load", () => {
   const box = (e) => { const r = e.getBoundingClientRect(); return [r.width, r.height]; };
   const images = [...document.images].map((i) => ({ok: i.complete && i.naturalWidth > 0,
-    natural: [i.naturalWidth, i.naturalHeight], shown: box(i), alt: i.alt}));
+    natural: [i.naturalWidth, i.naturalHeight], shown: box(i), alt: i.alt,
+    top: i.getBoundingClientRect().top + window.scrollY}));
   const tables = [...document.querySelectorAll("table.metrics")].map((t) => ({
     key: t.dataset.table, rows: t.rows.length, shown: box(t)}));
   const pre = document.createElement("pre");
@@ -55,7 +56,10 @@ def test_report_renders_with_every_table_and_image_visible(study_dir, tmp_path):
     found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert found, "the probe did not run"
     seen = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    assert len(seen["images"]) == 3  # Figure 1, Figure 2, per-stratum gaps
+    assert len(seen["images"]) == 4  # headline, Figure 1, Figure 2, per-stratum gaps
+    # the headline figure opens the page: it starts within the first screen (1200 px high)
+    headline = seen["images"][0]
+    assert headline["alt"].startswith("SA-PPG per strategy") and headline["top"] < 1200
     for image in seen["images"]:
         assert image["ok"], f"broken image: {image['alt']}"
         assert min(image["natural"]) > 100 and min(image["shown"]) > 100, image

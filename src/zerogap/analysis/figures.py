@@ -167,6 +167,49 @@ def stratum_figure(gaps: Mapping[str, RestorationGaps]) -> Figure:
     return fig
 
 
+Interval = tuple[float, float, float]  # estimate, low, high
+
+
+def headline_figure(strategies: Mapping[str, Interval], floor: float,
+                    controls: Mapping[str, Interval], paper: Mapping[str, float]) -> Figure:
+    """The report's first figure: SA-PPG per strategy with its interval, at a glance.
+
+    Parameters
+    ----------
+    strategies : mapping name -> (SA-PPG, low, high) on the contaminated model, table order.
+    floor : the clean model's noise floor (the SA-PPG two of its batches read), drawn as a
+        band from 0: a strategy inside it is as close to the clean model as the clean model
+        is to itself.
+    controls : mapping name -> (SA-PPG, low, high) of the same strategy on the clean model
+        (collateral damage alone), drawn beside the strategy's own row.
+    paper : mapping name -> the paper's SA-PPG (Llama-2, GSM8K; arXiv 2608.07341 §5.2),
+        drawn as reference marks where the paper reports the same strategy.
+    """
+    names = list(strategies)
+    fig = Figure(figsize=(8, 0.55 * len(names) + 1.6), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(names))[::-1].astype(float)
+    ax.axvspan(0, floor, color="#dddddd", label=f"noise floor ({floor:.3f})")
+    for row, name in zip(y, names, strict=True):
+        est, low, high = strategies[name]
+        ax.errorbar(est, row, xerr=[[est - low], [high - est]], fmt="o", color=LEAKED_COLOUR,
+                    capsize=3, label="contaminated model" if row == y[0] else None)
+        if name in controls:
+            est, low, high = controls[name]
+            ax.errorbar(est, row - 0.25, xerr=[[est - low], [high - est]], fmt="s",
+                        mfc="white", color=UNLEAKED_COLOUR, capsize=3,
+                        label="same strategy on the clean model")
+        if name in paper:
+            ax.plot(paper[name], row, "x", color="#555555", ms=8,
+                    label="paper (Llama-2, GSM8K)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))  # one legend entry per kind
+    ax.legend(unique.values(), unique.keys(), loc="lower right", fontsize=7)
+    ax.set(yticks=y, yticklabels=names, xlim=(0, 1), xlabel="SA-PPG (0: restored)",
+           title="Restoration per strategy, with 95% intervals")
+    return fig
+
+
 def save(fig: Figure, folder: Path, stem: str) -> dict[str, Path]:
     """Write ``fig`` as ``folder/stem.png`` (150 dpi) and ``.svg``; returns the paths."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,10 @@ ALL_ZERO = "all-zero"
 BASELINES = (IDENTITY, "ted", "lne-blocking", "shortcut", ALL_ZERO)
 F3_FACTOR = 2.0
 PAPER_F3 = (0.190, 0.041)
+# SA-PPG of the strategies the paper's text reports for Llama-2 on GSM8K (§5.2.1 and the
+# discussion of Table 2; TED's is only in the table, whose values the text does not repeat).
+PAPER_SA_PPG = {"identity": 0.3261, "lne-blocking": 0.2932, "shortcut": 0.2476,
+                "railcap": 0.1914, "all-zero": 0.4903}
 OUTCOMES = ("reproduced", "not reproduced", "inconclusive")
 
 

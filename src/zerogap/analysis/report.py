@@ -22,7 +22,7 @@ from pathlib import Path
 from zerogap import __version__
 from zerogap.analysis import figures as figs
 from zerogap.analysis.design import Criterion, read_design
-from zerogap.analysis.findings import Finding, findings
+from zerogap.analysis.findings import PAPER_SA_PPG, Finding, findings
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
     ALL_ZERO,
@@ -205,6 +205,26 @@ def _figures(folder: Path, entry: dict, ranks: dict[str, list[int]], card: Score
            figs.save(fig, out, f"{prefix}-strata"))
 
 
+def _headline(folder: Path, name: str, card: Scorecard, checks: SettingChecks):
+    """The setting's headline figure (:func:`~zerogap.analysis.figures.headline_figure`):
+    (title, caption, paths)."""
+    def bounds(scorecard: Scorecard, strategy: str) -> tuple[float, float, float]:
+        ci = scorecard.interval(strategy, "sa_ppg")
+        return ci.estimate, ci.low, ci.high
+
+    controls = {} if checks.controls is None else {
+        s: bounds(checks.controls, s) for s in checks.controls.strategies}
+    fig = figs.headline_figure({s: bounds(card, s) for s in card.strategies}, card.floor.sa_ppg,
+                               controls, PAPER_SA_PPG)
+    return (f"SA-PPG per strategy ({name})",
+            "Dots: each strategy on the contaminated model, with its 95% interval over new "
+            "samples of these questions. Squares: the same strategy on the clean model "
+            "(collateral damage alone). Grey band: the noise floor, what two batches of the "
+            "clean model read. Crosses: the paper's values for Llama-2 on GSM8K, for "
+            "orientation only (another model, task and size).",
+            figs.save(fig, folder / "figures", f"{slug(name)}-headline"))
+
+
 def slug(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name) or "setting"
 
@@ -215,14 +235,18 @@ def _write_text(path: Path, text: str) -> None:
     write_text(path, text)
 
 
-def _markdown(study, entries, tables, verdicts_md, figures, folder, checks) -> str:
+def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, headlines) -> str:
     lines = [f"# Restoration study: {study.get('title', folder.name)}", ""]
     for e in entries:
         lines.append(f"- **{e['name']}**: task {e['task']} ({e['split']}), {e['questions']} "
                      f"questions; clean `{e['clean']['spec']}` ({e['clean']['fingerprint']}), "
                      f"contaminated `{e['contaminated']['spec']}` "
                      f"({e['contaminated']['fingerprint']})")
-    lines += ["", "## Design checks, findings and controls", ""]
+    lines += ["", "## At a glance", ""]
+    for (title, path), c in zip(headlines, checks.values(), strict=True):
+        lines += [f"![{title}]({path.relative_to(folder)})", ""]
+        lines += [f"- {f.key} {f.outcome}: {f.claim}" for f in c.findings] + [""]
+    lines += ["## Design checks, findings and controls", ""]
     for name, c in checks.items():
         lines += [f"**{name}**", "", "```", *c.lines(), "```", ""]
     lines += ["## Verdicts", "", VERDICT_MEANING, "", verdicts_md, "## Tables", ""]
@@ -257,6 +281,7 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
              for title, caption, paths in _figures(folder, e, checked.ranks[e["name"]],
                                                    scores[e["name"]])]
     checks = {e["name"]: setting_checks(folder, e, scores[e["name"]], scoring) for e in entries}
+    headlines = [_headline(folder, name, scores[name], checks[name]) for name in scores]
     write_text(folder / "tables" / "findings.json", json.dumps(
         {name: [f.to_dict() for f in c.findings] for name, c in checks.items()},
         indent=2) + "\n")
@@ -281,13 +306,16 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                  for t, cap, p in drawn],
         commands=study.get("commands", []), versions=study.get("versions", {}),
         checks=checks,
+        headlines=[{"title": t, "caption": cap,
+                    "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
+                   for t, cap, p in headlines],
     )
     _write_text(folder / "report.html", html)
     md = _markdown(study, entries, tables, verdicts_md, [(t, p["png"]) for t, _, p in drawn],
-                   folder, checks)
+                   folder, checks, [(t, p["png"]) for t, _, p in headlines])
     _write_text(folder / "report.md", md)
     return Report(folder / "report.html", folder / "report.md", tables, scores, verdicts_md,
-                  [p[k] for _, _, p in drawn for k in ("png", "svg")], checks)
+                  [p[k] for _, _, p in [*headlines, *drawn] for k in ("png", "svg")], checks)
 
 
 def summary_table(report: Report) -> str:
