@@ -38,9 +38,9 @@ $(VLLM_STAMP): pyproject.toml
 # The demo: `zerogap demo` builds a clean and a contaminated model from the embedded
 # SmolLM2-135M on `arith` (zerogap contaminate's laptop preset), evaluates identity, ted,
 # lne-blocking, shortcut, railcap and all-zero on them, and writes runs/demo/report.html and
-# report.md. Progress is shown throughout; rerunning resumes. DEMO_ARGS="--questions 40 -m 12"
-# raises the defaults (12 questions, m = 6: about 650 sampled sequences, at the ~1 s each that
-# the previous demo took on 2 idle cores, to leave room for the install and the two fine-tunes).
+# report.md. Progress is shown throughout; rerunning resumes. The default size (96 questions,
+# m = 12) is the power calculation's (docs/demo-design.md); DEMO_ARGS="--questions 12 -m 6" is
+# a quick look that cannot decide the paper's findings.
 DEMO_ARGS ?=
 
 demo: $(STAMP)

@@ -108,8 +108,10 @@ def register(subparsers) -> None:
                               "embedded model and evaluate every strategy on them",
                               epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--questions", type=int, default=None, help="questions (half leaked)")
-    p.add_argument("-m", type=int, default=None, help="samples per question")
+    p.add_argument("--questions", type=int, default=None,
+                   help="questions, half of them leaked (default: 96, sized for power)")
+    p.add_argument("-m", type=int, default=None,
+                   help="samples per question (default: 12, sized for power)")
     p.add_argument("--controls", action="store_true",
                    help="every strategy on the clean model too (RailCap's always runs)")
     p.add_argument("--ablation", action="store_true",

@@ -868,8 +868,11 @@ def _versions() -> dict[str, str]:
 
 # -- the demo ------------------------------------------------------------------------------------
 
-DEMO_QUESTIONS = 12
-DEMO_M = 6
+# The demo's size, from the power calculation (docs/demo-design.md section 6,
+# bench/demo_power.py): the smallest grid point whose paired SA-PPG interval is at most 0.06
+# wide on each side, with power >= 0.9 for the paper's RailCap-vs-Identity difference of 0.135.
+DEMO_QUESTIONS = 96
+DEMO_M = 12
 DEMO_MAX_NEW_TOKENS = 48
 # Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
 # B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
