@@ -31,6 +31,10 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     planned = 10 * 4 * (2 + 4) + 2 * 10  # 2 clean batches, 2 greedy decodes
     assert rows == sorted(rows) and rows[-1] == states[-1][2] == planned
     assert any("neurons" in stage for stage, _, _ in states)
+    # every job this invocation ran has its wall time, and the summary states location's share
+    assert {"clean", "identity", "shortcut neurons"} <= set(entry["seconds"])
+    assert all(v >= 0 for v in entry["seconds"].values())
+    assert "shortcut-neuron location" in report.markdown.read_text()
     ranks = json.loads((out / entry["ranks"]).read_text())
     assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
     assert all(r > 1 for rs in ranks["ranks"].values() for r in rs)

@@ -66,6 +66,7 @@ class SettingChecks:
     findings: tuple[Finding, ...]
     controls: Scorecard | None
     baselines: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)  # wall time per job of the last invocation
 
     def lines(self) -> list[str]:
         """Plain-text lines: baselines' settings, criteria, findings, controls."""
@@ -83,6 +84,11 @@ class SettingChecks:
             out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "
                        "models before any strategy sampled):")
             out += [f"  {c.sentence()}" for c in self.design]
+        if self.seconds:
+            total = sum(self.seconds.values())
+            located = sum(v for k, v in self.seconds.items() if "neurons" in k)
+            out.append(f"time this run: {total:.0f} s for the study's jobs, shortcut-neuron "
+                       f"location {located:.0f} s ({located / max(total, 1e-9):.0%})")
         out.append("findings (one-sided paired tests, alpha 0.05):")
         out += [f"  {f.sentence()}" for f in self.findings]
         if self.controls is not None:
@@ -150,7 +156,8 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
         card_controls = score(card.clean, [load_input(label, folder / path)
                                            for label, path in controls.items()],
                               replace(scoring, bins=card.bins))
-    return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {})
+    return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
+                         entry.get("seconds") or {})
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:

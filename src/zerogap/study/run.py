@@ -768,17 +768,20 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     entries = []
     for s, jobs, dirs, controls in planned:
         models = _Models(s.spec, study.backend, engine, tracker)
+        seconds: dict[str, float] = {}  # wall time of each job this invocation ran
         try:
             for job in jobs:
                 if job.todo:
+                    started = time.monotonic()
                     _run_job(job, study, s, models, dirs, tracker)
+                    seconds[job.label] = round(time.monotonic() - started, 1)
                 state.jobs_done += 1
                 tracker.emit()
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
             _ranks(ranks, s, models, dirs["clean greedy"], tracker)
         finally:
             models.close()
-        entries.append(_entry(s, dirs, controls, models, out, ranks))
+        entries.append({**_entry(s, dirs, controls, models, out, ranks), "seconds": seconds})
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "study.toml", study_toml(study, out))
