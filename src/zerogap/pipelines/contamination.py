@@ -186,27 +186,26 @@ class ContaminationConfig(JsonConfig):
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The embedded SmolLM2-135M on `arith` with the task's default options (200 test questions,
-    # 2-shot), so `--task arith` addresses the split's question ids. Sized from the training
-    # speed (README, "Simulating contamination"): LoRA r = 64 trains at about 180 tokens/s in
-    # fp32 on 2 idle cores, and bf16 ("auto" on a CPU with AMX/AVX512-BF16) was 1.2x that side by
-    # side; examples average 172 tokens. Both fine-tunes share a budget of about 5 minutes
-    # (the demo's 15 minutes include the install and 6 minutes of evaluation): 384 examples.
-    # M_cl keeps 32 train questions x 4 epochs (it learns the format); the rest goes to leaked
-    # questions, 64 of them x 4 epochs, the count the effect test's sign test needs (power
-    # 0.97 at alpha 0.01 if M_co solves 95% of them and M_cl 66%, the previous run's M_cl).
-    # Global batch 8 gives 16 + 32 optimizer steps: memorising a handful of passes needs updates.
+    # 2-shot), so `--task arith` addresses the split's question ids. Chosen among the
+    # configurations of docs/demo-design.md section 5 by the demo's design criteria alone (the
+    # most criteria met; ties to the cheaper build, then to the paper's recipe), never by how
+    # strategies rank. Both fine-tunes fit the laptop budget: 128 sequences for M_cl, 256 for
+    # M_co, each about 172 tokens. M_cl learns from 128 distinct train questions once (the
+    # paper: 660 distinct ones) rather than 32 four times, which spread its solve probabilities
+    # (spread 0.667 against 0.458); M_co sees its 64 leaked questions (the count the effect
+    # test's sign test needs) four times. The paper's learning rate 2e-4 with a global batch of
+    # 8 (the paper: 32) gives 16 + 32 optimizer steps (the previous lr 1e-3 met one criterion
+    # fewer). No configuration tried meets dispersion or no spill-over (the docs say why).
     "laptop": {
         "model": EMBEDDED,
         "task": "arith",
-        "train_questions": 32,
+        "train_questions": 128,
         "leaked": 64,
         "global_batch": 8,
         "micro_batch": 4,
-        # Equal epochs for both stages, as in the paper: with M_cl at one epoch, M_co (4 epochs
-        # on leaked items) gained as much on unleaked questions as on leaked ones (README).
-        "clean_epochs": 4,
+        "clean_epochs": 1,
         "epochs": 4,
-        "learning_rate": 1e-3,
+        "learning_rate": 2e-4,
         "save_steps": 16,
     },
 }
