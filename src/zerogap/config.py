@@ -96,13 +96,13 @@ def check_fields(config: Any) -> None:
     Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
     ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
     sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
-    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field``, what it must be,
-    and the value.
+    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field`` (or the
+    field's ``flag``, the command-line option users set it with), what it must be, and the value.
     """
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        where = f"{type(config).__name__}.{f.name}"
+        where = f.metadata.get("flag") or f"{type(config).__name__}.{f.name}"
         kind = hints[f.name]
         inner = _optional_inner(kind)
         if inner is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from zerogap.cli.contaminate import sweep_item
 from zerogap.cli.run import add_engine_arguments, engine_options
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
-from zerogap.engine.load import BACKENDS, EngineOptions
+from zerogap.engine.base import EngineOptions, backend_names
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
@@ -90,7 +90,7 @@ def register(subparsers) -> None:
                         "(default 512; 0: one MLP layer)")
     g.add_argument("--neuron-candidates", type=int, default=None,
                    help="blocks scored causally, by comparative score (default 0: all)")
-    g.add_argument("--backend", choices=BACKENDS, default=None,
+    g.add_argument("--backend", choices=backend_names(), default=None,
                    help="sampling engine of every run: hf (default) or vllm (runs of each "
                         "backend are kept apart; vllm cannot run shortcut)")
     p.add_argument("--out", type=Path, default=None, help="study folder (runs, tables, report)")

@@ -19,7 +19,7 @@ from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
 from zerogap.config import check_fields
-from zerogap.engine.base import SamplingSpec
+from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
@@ -137,7 +137,7 @@ class StudySpec:
     neuron_block: int = 512
     neuron_candidates: int = 0
     title: str = ""
-    backend: str = "hf"
+    backend: str = DEFAULT_BACKEND
 
     def __post_init__(self):
         check_fields(self)
@@ -167,10 +167,8 @@ class StudySpec:
         self.scoring()  # validates the scoring fields
         if not self.strategies:
             raise UserError("a study needs at least one strategy")
-        from zerogap.engine.load import BACKENDS  # torch-free
-
-        if self.backend not in BACKENDS:
-            raise UserError(f"backend must be one of {', '.join(BACKENDS)}, got "
+        if self.backend not in backend_names():
+            raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
 
     def labels(self) -> list[str]:
