@@ -40,7 +40,8 @@ def main() -> None:
     import torch
     from vllm import LLM, SamplingParams
 
-    from zerogap.decoding.specs import RailCapConfig, RailCapEdit
+    from zerogap.decoding.settings import RailCapConfig
+    from zerogap.decoding.specs import RailCapEdit
     from zerogap.engine import hf
     from zerogap.engine.base import SamplingSpec
     from zerogap.engine.vllm import VLLMBackend, request_seed

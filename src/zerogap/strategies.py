@@ -42,14 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
-from zerogap.decoding.specs import (
-    BlockingEdit,
-    LNEBlockingConfig,
-    NeuronPatchSpec,
-    RailCapConfig,
-    RailCapEdit,
-    ShortcutConfig,
-)
+from zerogap.decoding.settings import LNEBlockingConfig, RailCapConfig, ShortcutConfig
+from zerogap.decoding.specs import BlockingEdit, NeuronPatchSpec, RailCapEdit
 from zerogap.decoding.ted import TEDConfig, ted_keep
 from zerogap.engine.base import InterventionSpec
 from zerogap.errors import DataError, StoreError, UserError

@@ -12,7 +12,7 @@ from zerogap.decoding.blocking import (
     entropy,
     mean_entropy,
 )
-from zerogap.decoding.specs import LNEBlockingConfig
+from zerogap.decoding.settings import LNEBlockingConfig
 
 
 def test_entropy_matches_closed_forms():

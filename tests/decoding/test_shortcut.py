@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from zerogap.decoding.settings import ShortcutConfig
 from zerogap.decoding.shortcut import NeuronPatch, decoder_layers
-from zerogap.decoding.specs import ShortcutConfig
 from zerogap.io.neurons import load_neurons, save_neurons
 from zerogap.pipelines.neurons import (
     causal_scores,

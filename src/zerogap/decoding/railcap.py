@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zerogap.decoding.specs import MODES, RailCapConfig
+from zerogap.decoding.settings import MODES, RailCapConfig
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:

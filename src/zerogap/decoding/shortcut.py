@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
-from zerogap.decoding.specs import Neuron, ShortcutConfig
+from zerogap.decoding.settings import Neuron, ShortcutConfig
 from zerogap.errors import DataError, UserError
 
 REFERENCE_TOP_K = 4000

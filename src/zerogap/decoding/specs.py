@@ -1,8 +1,8 @@
-"""The torch-free half of each decoding intervention: its settings and its backend-neutral spec.
+"""The backend-neutral specs of the decoding interventions (torch-free; settings in
+:mod:`zerogap.decoding.settings`).
 
-A strategy's settings are validated (and listed by ``zerogap strategy``) without torch; what a
-strategy prepares for one engine call is plain data here (greedy trajectories, blocking counts,
-a neuron list), which each backend turns into its own form: the pure-torch hooks of
+What a strategy prepares for one engine call is plain data here (greedy trajectories, blocking
+counts, a neuron list), which each backend turns into its own form: the pure-torch hooks of
 :mod:`zerogap.decoding.railcap`, :mod:`~zerogap.decoding.blocking` and
 :mod:`~zerogap.decoding.shortcut` (imported when a hook is built), or the per-request arguments
 of the vLLM logits processors (:mod:`zerogap.decoding.vllm`).
@@ -16,51 +16,16 @@ of the vLLM logits processors (:mod:`zerogap.decoding.vllm`).
 
 from __future__ import annotations
 
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from zerogap.config import JsonConfig
+from zerogap.decoding.settings import Neuron, RailCapConfig
 from zerogap.engine.base import ActivationPatch, LogitsEdit
-
-Mode = Literal["cap", "ban"]
-MODES = typing.get_args(Mode)
 
 # The SamplingParams.extra_args keys the vLLM logits processors read.
 RAILCAP_KEY = "railcap"
 BLOCKING_KEY = "lne_blocking"
 
-Neuron = tuple[int, int]  # (layer, index)
-
-
-@dataclass(frozen=True)
-class RailCapConfig(JsonConfig):
-    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
-
-    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
-                                        "min": 1})
-    mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
-
-
-@dataclass(frozen=True)
-class LNEBlockingConfig(JsonConfig):
-    """LNE-blocking's parameters."""
-
-    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code",
-                                             "min": 0})
-    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])",
-                                               "gt": 0})
-
-
-@dataclass(frozen=True)
-class ShortcutConfig(JsonConfig):
-    """Shortcut-neuron patching's parameters while sampling (locating has its own, recorded in
-    the neuron list's ``meta``)."""
-
-    neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
-    base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
-    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size",
-                                            "min": 0})
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 
 from zerogap.decoding.blocking import block_argmax
 from zerogap.decoding.railcap import pad_trajectories, railcap_apply
-from zerogap.decoding.specs import BLOCKING_KEY, MODES, RAILCAP_KEY
+from zerogap.decoding.settings import MODES
+from zerogap.decoding.specs import BLOCKING_KEY, RAILCAP_KEY
 
 
 def _is_int(value: Any) -> bool:

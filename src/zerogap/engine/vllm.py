@@ -33,18 +33,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from zerogap.engine.base import (
-    ActivationPatch,
-    Capabilities,
-    EngineOptions,
-    Generation,
-    LogitsEdit,
-    SamplingSpec,
-    register_backend,
-)
+from zerogap.engine.base import Capabilities, Generation, SamplingSpec, register_backend
 from zerogap.errors import UserError
+
+if TYPE_CHECKING:
+    from zerogap.engine.base import ActivationPatch, EngineOptions, LogitsEdit
 
 # Entropies need an LLM started with max_logprobs=-1 (VLLMBackend.load does; see __init__).
 # An engine claims most of a GPU's memory: one at a time.
@@ -188,15 +183,15 @@ class VLLMBackend:
         """
         import torch
 
-        from zerogap.decoding.blocking import entropy
-
         widths = {end - start for start, end in zip(flat.start_indices, flat.end_indices,
                                                      strict=True)}
         if widths != {self.vocab_size + 1}:
             raise RuntimeError(f"vLLM returned {sorted(widths)} logprobs per step, not the "
                                f"vocabulary ({self.vocab_size}) plus the chosen token")
         steps = torch.tensor(flat.logprobs, dtype=torch.float32).view(-1, self.vocab_size + 1)
-        return entropy(steps[:, 1:]).tolist()  # (T,): log_softmax of logprobs is themselves
+        logp = steps[:, 1:]  # (T, V), already normalised
+        # -sum p log p; a token of probability 0 (logprob -inf) adds 0, not nan.
+        return (-(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)).tolist()
 
     def _generation(self, completion) -> Generation:
         token_ids = list(completion.token_ids)
