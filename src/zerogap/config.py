@@ -81,6 +81,29 @@ class JsonConfig:
         return cls.from_dict(json.loads(text))
 
 
+def same_field(config: type, name: str, **metadata: Any) -> Any:
+    """A field declared as ``config``'s field ``name`` (its default, help and bounds), with
+    ``metadata`` overriding: one declaration for a value two configs hold (a study's m is a
+    run's m).
+
+    >>> from dataclasses import dataclass, field
+    >>> @dataclass(frozen=True)
+    ... class Run(JsonConfig):
+    ...     m: int = field(default=50, metadata={"help": "samples", "min": 1})
+    >>> @dataclass(frozen=True)
+    ... class Study(JsonConfig):
+    ...     m: int = same_field(Run, "m", min=2)
+    >>> Study().m
+    50
+    >>> Study(m=1)
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.UserError: Study.m must be an integer >= 2, got 1
+    """
+    source = {f.name: f for f in dataclasses.fields(config)}[name]
+    return dataclasses.field(default=source.default, metadata={**source.metadata, **metadata})
+
+
 def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
     """Raise :class:`UserError` unless ``value`` is an int (not a bool) ``>= minimum``.
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from zerogap.engine.base import DEFAULT_BACKEND, backend_names
+from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
@@ -74,9 +74,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sample", help="sample m responses per question into a run dir",
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
-    p.add_argument("-m", type=int, default=50, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=0.7,
-                   help="sampling temperature tau, 0.01 to 10 (default 0.7, the paper's)")
+    p.add_argument("-m", type=int, default=SamplingSpec.m, help="samples per question")
+    p.add_argument("-T", "--temperature", type=float, default=SamplingSpec.temperature,
+                   help=f"sampling temperature tau, 0.01 to 10 (default "
+                        f"{SamplingSpec.temperature}, the paper's)")
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --run-dir)")
