@@ -40,7 +40,8 @@ def main() -> None:
     import torch
     from vllm import LLM, SamplingParams
 
-    from zerogap.decoding.railcap import RailCapConfig, RailCapHook
+    from zerogap.decoding.settings import RailCapConfig
+    from zerogap.decoding.specs import RailCapEdit
     from zerogap.engine import hf
     from zerogap.engine.base import SamplingSpec
     from zerogap.engine.vllm import VLLMBackend, request_seed
@@ -58,8 +59,7 @@ def main() -> None:
     backend = VLLMBackend(llm)
     spec = SamplingSpec(m=args.m, temperature=0.7, max_new_tokens=args.tokens)
     greedy = backend.greedy(prompts, spec)
-    railcap = RailCapHook([g.token_ids for g in greedy], RailCapConfig(),
-                          samples_per_question=args.m)
+    railcap = RailCapEdit(tuple(tuple(g.token_ids) for g in greedy), RailCapConfig())
 
     def direct():
         params = [SamplingParams(n=args.m, temperature=0.7, max_tokens=args.tokens,

@@ -74,6 +74,12 @@ def test_static_rules(path):
         # The engine runs prompts; it knows neither strategies nor tasks nor runs.
         banned = {"zerogap.strategies", "zerogap.tasks", "zerogap.runs"}
         assert not [i for i in imports for b in banned if i == b or i.startswith(b + ".")]
+    if module.startswith("zerogap.io"):
+        # The ground floor: file formats only (a log reader is handed its grader).
+        allowed = ("zerogap.errors", "zerogap.config", "zerogap.io")
+        found = [i for i in imports if i.startswith("zerogap")
+                 and not any(i == a or i.startswith(a + ".") for a in allowed)]
+        assert not found, f"{module} imports {found}"
     if module.startswith("zerogap.analysis"):
         # The reading side reads what the study wrote: no sampling, no study runner.
         banned = {"torch", "zerogap.engine", "zerogap.runs",
@@ -87,3 +93,32 @@ def test_static_rules(path):
         assert not prints, f"{module} prints on lines {prints}"
         # No module outside the command line imports from it (no cycle back into cli).
         assert not any(i == "zerogap.cli" or i.startswith("zerogap.cli.") for i in imports)
+
+
+# A fresh interpreter in which torch (and what needs it) cannot be imported at all.
+_WITHOUT_TORCH = """
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'transformers', 'vllm'):
+            raise ImportError(f'{name} is not installed here')
+sys.meta_path.insert(0, Refuse())
+from zerogap import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("argv", [["strategy", "list"], ["strategy", "show", "railcap"],
+                                  ["strategy", "list", "--markdown"]])
+def test_strategy_commands_run_without_torch(argv):
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, *argv], capture_output=True,
+                            text=True, env={"PYTHONPATH": str(SRC)})
+    assert result.returncode == 0, result.stderr
+    assert "railcap" in result.stdout
+
+
+def test_strategies_and_their_specs_load_no_torch():
+    loaded = _loaded_after_import(["zerogap.strategies", "zerogap.decoding.specs",
+                                   "zerogap.decoding.settings",
+                                   "zerogap.engine.vllm", "zerogap.io.neurons"])
+    assert loaded.isdisjoint({"torch", "transformers", "vllm"}), loaded

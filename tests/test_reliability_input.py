@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from zerogap import cli
+from zerogap.io.neurons import save_neurons
 from zerogap.models import embedded_gguf
-from zerogap.pipelines.neurons import save_neurons
 from zerogap.tasks.extract import parse_gold
 
 sys.path.insert(0, str(Path(__file__).parent / "engine"))

@@ -10,9 +10,10 @@ from transformers import PreTrainedTokenizerFast
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.railcap import RailCapHook
 from zerogap.decoding.shortcut import NeuronPatch
+from zerogap.decoding.specs import BlockingEdit, NeuronPatchSpec, RailCapEdit
 from zerogap.errors import DataError, StoreError, UserError
-from zerogap.pipelines.neurons import save_neurons
-from zerogap.readout import READOUTS, question_counts, readout_of
+from zerogap.io.neurons import save_neurons
+from zerogap.readout import check_readout, question_counts, readout_of
 from zerogap.store import GreedyRow
 from zerogap.strategies import (
     PrepareContext,
@@ -79,25 +80,31 @@ def context(m, greedy=None, entropies=None, model=None):
         for i, (ids, ent) in enumerate(zip(greedy, entropies or [None] * len(greedy),
                                            strict=True))
     ]
-    return PrepareContext(m=m, device="cpu",
-                          greedy_source=None if rows is None else (lambda: rows),
-                          load_model=None if model is None else (lambda spec: model))
+    return PrepareContext(m=m, greedy_source=None if rows is None else (lambda: rows),
+                  load_model=None if model is None else (lambda spec: model))
 
 
-def test_hooks_are_built_from_greedy_data():
+def test_specs_are_built_from_greedy_data_and_become_each_backends_form():
     rail = get_strategy("railcap", {"n": 2}).prepare(context(2, greedy=[[1, 2, 3]]))
-    assert isinstance(rail.intervention, RailCapHook) and rail.patch is None
+    assert rail.logits == RailCapEdit(((1, 2, 3),), get_strategy("railcap", {"n": 2}).config)
+    assert rail.patch is None
+    assert rail.logits.request_args(0) == {"railcap": {"trajectory": [1, 2, 3], "n": 2,
+                                                       "mode": "cap"}}
+    hook = rail.logits.torch_hook(samples_per_question=2, device="cpu")
+    assert isinstance(hook, RailCapHook)
     logits = torch.zeros(1, 5)
     logits[0, 3] = 1.0
-    out = rail.intervention(logits, torch.tensor([[1, 2]]), torch.tensor([2]),
-                            torch.tensor([0]), torch.tensor([1]))
+    out = hook(logits, torch.tensor([[1, 2]]), torch.tensor([2]), torch.tensor([0]),
+               torch.tensor([1]))
     assert out[0, 3] == 0.0
     lne = get_strategy("lne-blocking").prepare(
         context(1, greedy=[[1], [1]], entropies=[[0.0, 0.2], [2.0]]))
-    assert isinstance(lne.intervention, LNEBlockingHook)
-    assert lne.intervention.counts.tolist() == [6, 0]  # floor(7 * 0.95), floor(7 * 0)
+    assert lne.logits == BlockingEdit((6, 0))  # floor(7 * 0.95), floor(7 * 0)
+    assert lne.logits.request_args(1) == {"lne_blocking": {"count": 0}}
+    blocking = lne.logits.torch_hook(samples_per_question=1, device="cpu")
+    assert isinstance(blocking, LNEBlockingHook) and blocking.counts.tolist() == [6, 0]
     nothing = context(1)  # identity asks for nothing: a context without sources serves it
-    assert get_strategy("identity").prepare(nothing).intervention is None
+    assert get_strategy("identity").prepare(nothing).logits is None
     with pytest.raises(StoreError, match="needs greedy entropies, but .* of q0 \\(and 0 more"):
         get_strategy("lne-blocking").prepare(context(1, greedy=[[1]], entropies=[None]))
 
@@ -116,9 +123,11 @@ def test_shortcut_checks_inputs_and_builds_the_patch(tmp_path, make_tiny_llama):
     s.check_inputs()
     patch = s.prepare(context(1, model=base)).patch
     # top_k = 0: 4000 scaled to 1 x 128 ranked neurons = 2, the two best of the list.
-    assert isinstance(patch, NeuronPatch) and patch.neurons == [(0, 4), (0, 5)]
+    assert patch == NeuronPatchSpec(base, ((0, 4), (0, 5)))
+    torch_patch = patch.torch_patch()
+    assert isinstance(torch_patch, NeuronPatch) and torch_patch.neurons == [(0, 4), (0, 5)]
     s = get_strategy("shortcut", {"neurons": str(path), "top_k": 3})
-    assert s.prepare(context(1, model=base)).patch.neurons == [(0, 4), (0, 5), (1, 6)]
+    assert s.prepare(context(1, model=base)).patch.neurons == ((0, 4), (0, 5), (1, 6))
 
 
 def test_ted_stats_and_counts_with_a_real_tokenizer():
@@ -132,7 +141,7 @@ def test_ted_stats_and_counts_with_a_real_tokenizer():
 def test_every_strategy_declares_a_readout_that_older_stores_imply():
     for name in strategy_names():
         kind = get_strategy(name).readout
-        assert kind in READOUTS
+        assert check_readout(kind) == kind
         assert readout_of({"strategy": name}) == kind
 
 

@@ -9,8 +9,9 @@ from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, sample
 from zerogap.engine.base import SamplingSpec
 from zerogap.engine.hf import HFBackend
+from zerogap.io.neurons import save_neurons
 from zerogap.models import LoadedModel, weight_fingerprint
-from zerogap.pipelines.neurons import locate_neurons, save_neurons
+from zerogap.pipelines.neurons import locate_neurons
 from zerogap.readout import run_counts
 from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
@@ -100,9 +101,10 @@ def memorised(make_tiny_llama, smol_tokenizer, one_thread):
 
 
 def share_on_greedy(model, tok, decodes, strategy, m=8):
-    hooks = strategy.prepare(PrepareContext(m=m, device="cpu", greedy_source=lambda: decodes))
-    out = sample(model, tok, PROMPTS, m=m, temperature=0.7, max_new_tokens=24,
-                 question_ids=IDS, seed=0, intervention=hooks.intervention)
+    hooks = strategy.prepare(PrepareContext(m=m, greedy_source=lambda: decodes))
+    out = HFBackend(model, tok).sample(
+        PROMPTS, SamplingSpec(m=m, temperature=0.7, max_new_tokens=24, seed=0),
+        question_ids=IDS, intervention=hooks.logits)
     same = [s.token_ids == d.token_ids for d, samples in zip(decodes, out, strict=True)
             for s in samples]
     return sum(same) / len(same), out
@@ -173,9 +175,10 @@ def test_locate_neurons_then_shortcut_strategy_samples(memorised, make_tiny_llam
     path = tmp_path / "neurons.json"
     save_neurons(path, ranking, meta)
     strategy = get_strategy("shortcut", {"neurons": str(path), "top_k": 64})
-    hooks = strategy.prepare(PrepareContext(m=2, device="cpu", load_model=lambda spec: base))
-    out = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7,
-                 max_new_tokens=16, question_ids=IDS, seed=0, patch=hooks.patch)
+    hooks = strategy.prepare(PrepareContext(m=2, load_model=lambda spec: base))
+    out = HFBackend(contaminated, tok).sample(
+        PROMPTS, SamplingSpec(m=2, temperature=0.7, max_new_tokens=16, seed=0),
+        question_ids=IDS, patch=hooks.patch)
     plain = sample(contaminated, tok, PROMPTS, m=2, temperature=0.7, max_new_tokens=16,
                    question_ids=IDS, seed=0)
     assert [s.token_ids for q in out for s in q] != [s.token_ids for q in plain for s in q]

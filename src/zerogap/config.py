@@ -81,6 +81,29 @@ class JsonConfig:
         return cls.from_dict(json.loads(text))
 
 
+def same_field(config: type, name: str, **metadata: Any) -> Any:
+    """A field declared as ``config``'s field ``name`` (its default, help and bounds), with
+    ``metadata`` overriding: one declaration for a value two configs hold (a study's m is a
+    run's m).
+
+    >>> from dataclasses import dataclass, field
+    >>> @dataclass(frozen=True)
+    ... class Run(JsonConfig):
+    ...     m: int = field(default=50, metadata={"help": "samples", "min": 1})
+    >>> @dataclass(frozen=True)
+    ... class Study(JsonConfig):
+    ...     m: int = same_field(Run, "m", min=2)
+    >>> Study().m
+    50
+    >>> Study(m=1)
+    Traceback (most recent call last):
+    ...
+    zerogap.errors.UserError: Study.m must be an integer >= 2, got 1
+    """
+    source = {f.name: f for f in dataclasses.fields(config)}[name]
+    return dataclasses.field(default=source.default, metadata={**source.metadata, **metadata})
+
+
 def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
     """Raise :class:`UserError` unless ``value`` is an int (not a bool) ``>= minimum``.
 
@@ -96,13 +119,13 @@ def check_fields(config: Any) -> None:
     Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
     ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
     sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
-    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field``, what it must be,
-    and the value.
+    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field`` (or the
+    field's ``flag``, the command-line option users set it with), what it must be, and the value.
     """
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        where = f"{type(config).__name__}.{f.name}"
+        where = f.metadata.get("flag") or f"{type(config).__name__}.{f.name}"
         kind = hints[f.name]
         inner = _optional_inner(kind)
         if inner is not None:

@@ -158,9 +158,8 @@ class ZerogapLM(LM):
                  device: str | None = None, batch_size: Any = None,
                  max_batch_size: Any = None, max_gen_toks: int = 256, **settings: Any) -> None:
         super().__init__()
+        from zerogap.engine.base import EngineOptions
         from zerogap.engine.hf import HF_CAPABILITIES, HFBackend
-        from zerogap.engine.load import EngineOptions
-        from zerogap.models import load_model
         from zerogap.runs import build_strategy
 
         # The harness turns "3" into 3 and "true" into True; the strategy's own parser types
@@ -179,11 +178,9 @@ class ZerogapLM(LM):
                                 f"got {value!r}")
         # batch_size and max_batch_size (the harness's --batch_size) are not used: the engine
         # sizes its batches in rows from free memory and its first steps; max_batch caps them.
-        options = EngineOptions(device=_harness_device(device), dtype=str(dtype),
-                                max_batch=max_batch)
-        self.loaded = load_model(str(pretrained), device=options.device, dtype=options.dtype)
-        self.backend = HFBackend(self.loaded.model, self.loaded.tokenizer,
-                                 max_batch=options.max_batch)
+        options = EngineOptions.from_dict({"device": _harness_device(device), "dtype": str(dtype),
+                                           "max_batch": max_batch})
+        self.loaded, self.backend = HFBackend.start(str(pretrained), options)
         self.seed, self.max_gen_toks = seed, max_gen_toks
         self._device = self.loaded.model.device
         self._patch_sources: dict[str, Any] = {}
@@ -244,7 +241,7 @@ class ZerogapLM(LM):
                 "(--gen_kwargs do_sample=true,temperature=0.7)")
         greedy_spec = SamplingSpec(m=1, max_new_tokens=spec.max_new_tokens, stop=spec.stop)
         hooks = self.strategy.prepare(PrepareContext(
-            m=spec.m, device=self._device, load_model=self._patch_source,
+            m=spec.m, load_model=self._patch_source,
             greedy_source=self._greedy_source(prompts, greedy_spec, progress),
         ))
         if greedy:
@@ -253,7 +250,7 @@ class ZerogapLM(LM):
             return [[g.text] * spec.m for g in decoded]
         samples = self.backend.sample(
             prompts, spec, question_ids=[question_id(r) for r in group.requests],
-            intervention=hooks.intervention, patch=hooks.patch, progress=progress)
+            intervention=hooks.logits, patch=hooks.patch, progress=progress)
         for request, generations in zip(group.requests, samples, strict=True):
             self.stats[question_id(request)] = [g.stats for g in generations]
         stats = [g.stats for generations in samples for g in generations]

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zerogap.errors import DataError, UserError
+from zerogap.errors import DataError, ResourceError, UserError
+from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 
 EMBEDDED = "embedded"
@@ -165,13 +166,10 @@ def _remembered(kind: str, files: list[Path], salt: str, compute: Callable[[], s
     except OSError:
         pass
     value = compute()
-    try:
+    try:  # a memo is only a shortcut: one that cannot be written is recomputed next time
         memo.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=memo.name + ".", dir=memo.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(value)
-        os.replace(tmp, memo)  # whole or absent: a reader never sees half a value
-    except OSError:
+        write_text(memo, value)  # whole or absent: a reader never sees half a value
+    except (OSError, ResourceError):
         pass
     return value
 

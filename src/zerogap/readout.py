@@ -1,16 +1,18 @@
 """Readouts: a run's stored samples -> per-question counts ``(correct, samples)``.
 
 The solve probability of a question is ``r(q) = c_q / m_q`` (arXiv 2608.07341, §3.1). Which
-samples count depends on the strategy's readout kind, recorded in the run store as ``readout``:
+samples count depends on the readout kind each strategy carries, recorded in the run store as
+``readout``; the kinds are shapes, and name no strategy:
 
-==========  =================================================================================
-kind        counts of one question
-==========  =================================================================================
-plain       correct samples of all samples
-ted-kept    correct samples among those TED kept, of the kept ones; ``(0, m)`` when none is kept
-            (TED's readout is then 0; Dong et al., 2024, as summarised in the paper's §5)
-zero        ``(0, m)``: the All-Zero reference, whose readout is 0 for every question
-==========  =================================================================================
+============  ===============================================================================
+kind          counts of one question
+============  ===============================================================================
+plain         correct samples of all samples
+NAME-kept     correct samples among those whose statistic ``NAME_kept`` is true, of those kept;
+              ``(0, m)`` when none is kept (TED's ``ted-kept``: its readout is then 0; Dong et
+              al., 2024, as summarised in the paper's §5)
+zero          ``(0, m)``: a synthetic reference whose readout is 0 for every question (All-Zero)
+============  ===============================================================================
 
 Torch-free: reading, scoring and reporting a run never load a model library.
 
@@ -22,37 +24,49 @@ Torch-free: reading, scoring and reporting a run never load a model library.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
 from zerogap.errors import StoreError
-from zerogap.store import RunStore
+from zerogap.store import LEGACY_READOUTS, RunStore
 
-Readout = Literal["plain", "ted-kept", "zero"]
-READOUTS: tuple[str, ...] = get_args(Readout)
+_KEPT = re.compile(r"([a-z][a-z0-9]*(?:_[a-z0-9]+)*)-kept")
 
-# Stores written before the readout kind was recorded name only their strategy; these are the
-# built-in strategies whose readout is not plain (a test checks this against the registry).
-LEGACY_READOUTS = {"ted": "ted-kept", "all-zero": "zero"}
+
+def kept_statistic(kind: str) -> str | None:
+    """The per-sample statistic that marks a kept sample under ``kind`` (None if not a kept kind).
+
+    >>> kept_statistic("ted-kept"), kept_statistic("plain")
+    ('ted_kept', None)
+    """
+    match = _KEPT.fullmatch(kind)
+    return None if match is None else f"{match.group(1)}_kept"
+
+
+def check_readout(kind: str) -> str:
+    """``kind`` if it is a readout kind, else a :class:`StoreError` naming the known shapes."""
+    if kind in ("plain", "zero") or kept_statistic(kind) is not None:
+        return kind
+    raise StoreError(f"unknown readout kind {kind!r}; known: plain, zero, NAME-kept")
 
 
 def question_counts(kind: str, correct: Sequence[bool], stats: Sequence[Mapping[str, Any]]
                     ) -> tuple[int, int]:
     """One question's ``(correct, samples)`` under readout ``kind`` (see the module docstring)."""
-    if kind == "plain":
+    if check_readout(kind) == "plain":
         return sum(bool(c) for c in correct), len(correct)
     if kind == "zero":
         return 0, max(len(correct), 1)
-    if kind == "ted-kept":
-        try:
-            kept = [bool(s["ted_kept"]) for s in stats]
-        except KeyError:
-            raise StoreError("TED counts need each sample's 'ted_kept' statistic") from None
-        n_kept = sum(kept)
-        if n_kept == 0:
-            return 0, len(correct)
-        return sum(k and bool(c) for k, c in zip(kept, correct, strict=True)), n_kept
-    raise StoreError(f"unknown readout kind {kind!r}; known: {', '.join(READOUTS)}")
+    key = str(kept_statistic(kind))
+    try:
+        kept = [bool(s[key]) for s in stats]
+    except KeyError:
+        raise StoreError(f"{kind} counts need each sample's {key!r} statistic") from None
+    n_kept = sum(kept)
+    if n_kept == 0:
+        return 0, len(correct)
+    return sum(k and bool(c) for k, c in zip(kept, correct, strict=True)), n_kept
 
 
 def readout_of(config: Mapping[str, Any]) -> str:
@@ -66,8 +80,8 @@ def run_counts(store: RunStore) -> list[dict[str, Any]]:
     """Per-question ``{"id", "correct", "samples", "first"}`` of a run, under its readout.
 
     ``correct / samples`` is the question's readout; ``first`` grades one response, the
-    one-draw readout G-AP uses: sample 0, or under ``ted-kept`` the first sample TED kept (0 when
-    it kept none, as its readout), and 0 under ``zero``. Questions in stored order. This is
+    one-draw readout G-AP uses: sample 0, or under a ``NAME-kept`` kind the first sample kept (0
+    when none is kept, as its readout), and 0 under ``zero``. Questions in stored order. This is
     ``zerogap score``'s counts shape, and what ``zerogap runs show`` summarises.
     """
     kind = readout_of(store.config())
@@ -84,11 +98,12 @@ def run_counts(store: RunStore) -> list[dict[str, Any]]:
 
 
 def _first_correct(kind: str, rows: Sequence[Any]) -> int:
-    """The single-draw readout of one question: sample 0's grade; under ``ted-kept`` the
-    first kept sample's (0 when TED kept none, as its readout); 0 under ``zero``."""
+    """The single-draw readout of one question: sample 0's grade; under a ``NAME-kept`` kind the
+    first kept sample's (0 when none is kept, as its readout); 0 under ``zero``."""
     if kind == "zero":
         return 0
-    if kind == "ted-kept":
-        kept = [r for r in rows if r.stats.get("ted_kept")]
+    key = kept_statistic(kind)
+    if key is not None:
+        kept = [r for r in rows if r.stats.get(key)]
         return int(kept[0].correct) if kept else 0
     return int(rows[0].correct)

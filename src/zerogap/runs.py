@@ -10,7 +10,8 @@ the samples an uninterrupted run would have stored.
 
 Strategies (:mod:`zerogap.strategies`) plug in through :func:`strategy_hooks`: a validated
 strategy gets what it needs prepared (greedy decodes, reused from a store; a patch source) and
-yields the engine's ``intervention`` and ``patch``; its per-sample statistics land in each
+yields a backend-neutral :class:`~zerogap.engine.base.InterventionSpec` that the backend turns
+into its own hooks; its per-sample statistics land in each
 sample's ``stats``, and its readout kind, recorded with the run, is what
 :func:`zerogap.readout.run_counts` applies.
 """
@@ -21,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from zerogap.engine.base import Backend, Capabilities, SamplingSpec
-from zerogap.engine.hf import Generation, HFBackend
+from zerogap.engine.base import Backend, Capabilities, Generation, InterventionSpec, SamplingSpec
+from zerogap.engine.hf import HFBackend
 from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import Hooks, PrepareContext, Strategy, get_strategy
+from zerogap.strategies import PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 
 
@@ -51,8 +52,9 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
                    max_new_tokens: int, max_batch: int | None = None,
                    progress: bool = False, backend: Backend | None = None
-                   ) -> tuple[Hooks, list[GreedyRow] | None]:
-    """Prepare ``strategy`` for ``questions`` (in order): its hooks and the greedy rows used.
+                   ) -> tuple[InterventionSpec, list[GreedyRow] | None]:
+    """Prepare ``strategy`` for ``questions`` (in order): its intervention and the greedy rows
+    used.
 
     The strategy asks its context for what it needs: greedy decodes come from ``greedy_store``
     (missing ones are decoded there first, with entropies, under its ``greedy_*`` config
@@ -71,11 +73,9 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
 
         # The patch source computes next to the model: same device, same dtype.
         dtype = str(loaded.model.dtype).removeprefix("torch.")
-        return load_model(spec, device=str(device), dtype=dtype).model
+        return load_model(spec, device=str(loaded.model.device), dtype=dtype).model
 
-    # A backend without an in-process model (vLLM) takes the hooks' tensors from the CPU.
-    device = getattr(loaded.model, "device", "cpu")
-    ctx = PrepareContext(m=m, device=device, greedy_source=greedy_rows, load_model=load)
+    ctx = PrepareContext(m=m, greedy_source=greedy_rows, load_model=load)
     hooks = strategy.prepare(ctx)
     return hooks, ctx.greedy() if strategy.needs_greedy else None
 
@@ -183,7 +183,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         store.add_samples(rows)
 
     backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
-                   intervention=hooks.intervention, patch=hooks.patch, progress=progress,
+                   intervention=hooks.logits, patch=hooks.patch, progress=progress,
                    on_question=write)
     return len(todo)
 
@@ -215,7 +215,7 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         return 0
     hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
                               max_new_tokens=max_new_tokens, backend=backend)
-    if hooks.intervention is not None:
+    if hooks.logits is not None:
         raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
 
     def write(i: int, g: Generation) -> None:

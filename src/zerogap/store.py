@@ -58,6 +58,10 @@ LOCK_NAME = "run.lock"
 FORMAT = "zerogap-run-store"
 VERSION = 1
 UNCOMPARED_FIELDS = frozenset({"versions"})
+# Format history: stores written before runs recorded their ``readout`` kind name only their
+# strategy; these two were the strategies then whose readout was not plain. Frozen: every
+# store written since records its kind (zerogap.readout.readout_of reads either).
+LEGACY_READOUTS = {"ted": "ted-kept", "all-zero": "zero"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

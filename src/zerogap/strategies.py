@@ -1,10 +1,12 @@
 """The mitigation strategies compared in the paper, as a registry of frozen, validated configs.
 
-Each strategy builds the engine's ``intervention`` and ``patch`` hooks in ``prepare(ctx)``,
+Each strategy builds a backend-neutral :class:`~zerogap.engine.base.InterventionSpec` (a logits
+edit, an activation patch, plain data of :mod:`zerogap.decoding.specs`) in ``prepare(ctx)``,
 asking the :class:`PrepareContext` for what it needs (greedy trajectories, their entropies, a
-patch source model), which the context produces lazily, adds its
-per-sample statistics, and names its readout kind (:mod:`zerogap.readout`), which turns a
-question's graded samples into the counts ``(correct, samples)`` whose ratio is its readout:
+patch source model), which the context produces lazily; each backend turns the spec into its own
+hooks or request arguments. A strategy adds its per-sample statistics and carries its readout
+kind (:mod:`zerogap.readout`), which turns a question's graded samples into the counts
+``(correct, samples)`` whose ratio is its readout:
 
 =============  ===========================================  =====================================
 name           decoding                                     readout
@@ -25,6 +27,11 @@ Examples
 ('railcap', 3, 'cap', True)
 >>> get_strategy("ted").readout
 'ted-kept'
+
+Importing this module imports no torch (``zerogap strategy list`` runs without it): the
+strategies' settings and specs are torch-free; ``prepare`` imports the torch cores it uses.
+Third-party strategies register with :func:`register_strategy` in a module named by a
+``zerogap.strategies`` entry point.
 """
 
 from __future__ import annotations
@@ -35,12 +42,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
-from zerogap.decoding.blocking import LNEBlockingConfig
-from zerogap.decoding.railcap import RailCapConfig
-from zerogap.decoding.shortcut import ShortcutConfig
+from zerogap.decoding.settings import LNEBlockingConfig, RailCapConfig, ShortcutConfig
+from zerogap.decoding.specs import BlockingEdit, NeuronPatchSpec, RailCapEdit
 from zerogap.decoding.ted import TEDConfig, ted_keep
+from zerogap.engine.base import InterventionSpec
 from zerogap.errors import DataError, StoreError, UserError
+from zerogap.readout import check_readout, kept_statistic
 from zerogap.registry import Registry
+
+STRATEGY_ENTRY_POINTS = "zerogap.strategies"
 
 
 @dataclass(frozen=True)
@@ -48,25 +58,17 @@ class NoSettings(JsonConfig):
     """Identity and All-Zero take no settings (the temperature is the run's SamplingSpec)."""
 
 
-@dataclass(frozen=True)
-class Hooks:
-    """What a strategy hands the engine: ``intervention`` and ``patch`` (None = none)."""
-
-    intervention: Any = None
-    patch: Callable | None = None
-
-
 @dataclass
 class PrepareContext:
     """What a strategy may ask for while preparing one engine call, each made on first request.
 
-    ``greedy``: returns the greedy decode of every question of the call, in its order (rows
-    with ``token_ids``, ``text`` and ``entropies``); ``load_model``: model spec -> model (a
-    patch source on the same device). Either is None where the caller has none to offer.
+    ``m``: samples per question; ``greedy_source``: returns the greedy decode of every question
+    of the call, in its order (rows with ``token_ids``, ``text`` and ``entropies``);
+    ``load_model``: model spec -> model (a patch source on the evaluated model's device). Either
+    is None where the caller has none to offer.
     """
 
     m: int
-    device: Any = None
     greedy_source: Callable[[], Sequence[Any]] | None = None
     load_model: Callable[[str], Any] | None = None
     _rows: list | None = field(default=None, init=False, repr=False)
@@ -114,7 +116,7 @@ class Strategy:
         Its decoding is plain sampling and it only adds per-sample statistics (TED), so an
         identity run of the same settings can supply its samples (:func:`zerogap.runs.run_filter`).
     readout : str
-        The readout kind (:data:`zerogap.readout.READOUTS`) recorded with its runs.
+        Its readout kind (:func:`zerogap.readout.check_readout`), recorded with its runs.
     requires : tuple of str
         Backend capabilities it needs (:class:`zerogap.engine.base.Capabilities` fields).
     """
@@ -135,10 +137,10 @@ class Strategy:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
         called before anything is loaded or written."""
 
-    def prepare(self, ctx: PrepareContext) -> Hooks:
-        """The engine hooks for one engine call over ``ctx``'s questions, asking ``ctx`` for
+    def prepare(self, ctx: PrepareContext) -> InterventionSpec:
+        """The intervention for one engine call over ``ctx``'s questions, asking ``ctx`` for
         what the strategy needs (greedy decodes, entropies, a second model)."""
-        return Hooks()
+        return InterventionSpec()
 
     def sample_stats(self, greedy_text: str | None, texts: Sequence[str], tokenizer) -> list[dict]:
         """Extra per-sample statistics computed once a question's samples are all drawn."""
@@ -156,12 +158,9 @@ class RailCapStrategy(Strategy):
     needs_greedy = True
     requires = ("logits",)
 
-    def prepare(self, ctx: PrepareContext) -> Hooks:
-        from zerogap.decoding.railcap import RailCapHook
-
-        trajectories = [list(row.token_ids) for row in ctx.greedy()]
-        return Hooks(RailCapHook(trajectories, self.config, samples_per_question=ctx.m,
-                                 device=ctx.device))
+    def prepare(self, ctx: PrepareContext) -> InterventionSpec:
+        trajectories = tuple(tuple(row.token_ids) for row in ctx.greedy())
+        return InterventionSpec(RailCapEdit(trajectories, self.config))
 
 
 class LNEBlockingStrategy(Strategy):
@@ -172,14 +171,14 @@ class LNEBlockingStrategy(Strategy):
     needs_entropy = True
     requires = ("logits", "entropies")
 
-    def prepare(self, ctx: PrepareContext) -> Hooks:
-        from zerogap.decoding.blocking import LNEBlockingHook, blocking_counts, mean_entropy
+    def prepare(self, ctx: PrepareContext) -> InterventionSpec:
+        from zerogap.decoding.blocking import blocking_counts, mean_entropy
 
         counts = blocking_counts(
             mean_entropy(ctx.entropies(self.name)), t_task=self.config.t_task,
             beta=self.config.beta,
         )
-        return Hooks(LNEBlockingHook(counts, device=ctx.device))
+        return InterventionSpec(BlockingEdit(tuple(int(c) for c in counts.tolist())))
 
 
 class TEDStrategy(Strategy):
@@ -198,7 +197,7 @@ class TEDStrategy(Strategy):
             encode(greedy_text), [encode(t) for t in texts], texts, tau=self.config.tau,
             max_tokens=self.config.max_tokens, dedup=self.config.dedup,
         )
-        return [{"ted_kept": k} for k in keep]
+        return [{kept_statistic(self.readout): k} for k in keep]
 
 
 class ShortcutStrategy(Strategy):
@@ -208,7 +207,7 @@ class ShortcutStrategy(Strategy):
     requires = ("patching",)
 
     def check_inputs(self) -> None:
-        from zerogap.decoding.shortcut import load_neurons
+        from zerogap.io.neurons import load_neurons
         from zerogap.models import check_model_spec
 
         if not self.config.neurons:
@@ -221,13 +220,14 @@ class ShortcutStrategy(Strategy):
                             "shortcut would patch nothing")
         check_model_spec(self.config.base)
 
-    def prepare(self, ctx: PrepareContext) -> Hooks:
-        from zerogap.decoding.shortcut import NeuronPatch, load_neurons, scaled_top_k
+    def prepare(self, ctx: PrepareContext) -> InterventionSpec:
+        from zerogap.decoding.shortcut import scaled_top_k
+        from zerogap.io.neurons import load_neurons
 
         base_model = ctx.model(self.config.base)
         neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
-        return Hooks(patch=NeuronPatch(base_model, top))
+        return InterventionSpec(patch=NeuronPatchSpec(base_model, tuple(top)))
 
 
 class AllZeroStrategy(Strategy):
@@ -238,13 +238,16 @@ class AllZeroStrategy(Strategy):
     readout = "zero"
 
 
-_STRATEGIES: Registry[tuple[type[Strategy], dict[str, Any]]] = Registry("strategy", "strategies")
+_STRATEGIES: Registry[tuple[type[Strategy], dict[str, Any]]] = Registry(
+    "strategy", "strategies", group=STRATEGY_ENTRY_POINTS)
 
 
 def register_strategy(name: str, **preset: Any) -> Callable[[type[Strategy]], type[Strategy]]:
-    """Class decorator: register a strategy class as ``name``, with ``preset`` config values."""
+    """Class decorator: register a strategy class as ``name``, with ``preset`` config values
+    (its readout kind is checked here, so a bad one fails at import, not when a run is read)."""
 
     def decorate(cls: type[Strategy]) -> type[Strategy]:
+        check_readout(cls.readout)
         _STRATEGIES.register(name)((cls, preset))
         return cls
 

@@ -192,27 +192,6 @@ def test_progress_line_redraws_on_its_own_clock():
     assert "ETA ?" in lines[0]
 
 
-def test_ranks_of_a_models_own_greedy_tokens_are_all_first():
-    """Teacher-forced on its own greedy decode a model agrees at every step (no ranks kept);
-    another model's greedy tokens get ranks > 1 exactly where the two argmaxes differ."""
-    import torch
-    import toy  # on sys.path through conftest
-
-    from zerogap.engine import greedy
-    from zerogap.study.run import clean_token_ranks
-
-    tok, own, other = toy.byte_tokenizer(), toy.tiny_model(0), toy.tiny_model(3)
-    prompt = "Q: 2+3=?\nA:"
-    ids = greedy(own, tok, [prompt], max_new_tokens=10)[0].token_ids
-    assert clean_token_ranks(own, tok, prompt, ids) == []
-    ranks = clean_token_ranks(other, tok, prompt, ids)
-    with torch.no_grad():
-        logits = other(torch.tensor([tok(prompt)["input_ids"] + ids])).logits[0]
-    start = len(tok(prompt)["input_ids"]) - 1
-    differ = [t for t in range(len(ids)) if int(logits[start + t].argmax()) != ids[t]]
-    assert len(ranks) == len(differ) and all(1 < r <= toy.VOCAB for r in ranks)
-
-
 def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
     from dataclasses import replace
 
@@ -302,7 +281,7 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
 
 
 def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
-    from zerogap.decoding.shortcut import load_neurons
+    from zerogap.io.neurons import load_neurons
     from zerogap.study.run import prepare
 
     out, _, _ = study_dir

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from zerogap import cli
-from zerogap.pipelines.neurons import save_neurons
+from zerogap.io.neurons import save_neurons
 from zerogap.strategies import get_strategy
 from zerogap.tasks.base import Grade, Question
 

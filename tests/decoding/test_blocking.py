@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from zerogap.decoding.blocking import (
-    LNEBlockingConfig,
     LNEBlockingHook,
     block_argmax,
     blocking_counts,
     entropy,
     mean_entropy,
 )
+from zerogap.decoding.settings import LNEBlockingConfig
 
 
 def test_entropy_matches_closed_forms():

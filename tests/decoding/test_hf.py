@@ -5,7 +5,8 @@ import torch
 
 from zerogap.decoding.blocking import LNEBlockingHook
 from zerogap.decoding.hf import LNEBlockingLogitsProcessor, RailCapLogitsProcessor
-from zerogap.decoding.railcap import RailCapConfig, RailCapHook
+from zerogap.decoding.railcap import RailCapHook
+from zerogap.decoding.settings import RailCapConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,12 +6,13 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from zerogap.decoding.shortcut import NeuronPatch, ShortcutConfig, decoder_layers, load_neurons
+from zerogap.decoding.settings import ShortcutConfig
+from zerogap.decoding.shortcut import NeuronPatch, decoder_layers
+from zerogap.io.neurons import load_neurons, save_neurons
 from zerogap.pipelines.neurons import (
     causal_scores,
     comparative_scores,
     rank_neurons,
-    save_neurons,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -216,7 +216,7 @@ def test_embedded_model_loads_from_its_cache(tmp_path):
         (["-m", "0"], "SamplingSpec.m must be an integer >= 1 and <= 65536, got 0"),
         (["-T", "0"], "SamplingSpec.temperature must be a number >= 0.01 and <= 10.0, got 0.0"),
         (["--top-p", "1.5"], "SamplingSpec.top_p must be a number > 0 and <= 1, got 1.5"),
-        (["--max-batch", "0"], "--max-batch must be at least 1, got 0"),
+        (["--max-batch", "0"], "--max-batch must be an integer >= 1, got 0"),
         (["--task-option", "path=x"], "task toy-arith has no option 'path'; known: n, stop"),
         (["--task-option", "n=two"], "task toy-arith: n must be an integer, got 'two'"),
         (["--strategy", "railcap", "--set", "mode=clip"], "mode must be one of 'cap', 'ban'"),

@@ -7,8 +7,14 @@ import json
 import pytest
 
 from zerogap.errors import DataError
-from zerogap.io.lmeval import check_same_documents, is_lmeval_log, is_lmeval_record, read_lmeval
-from zerogap.tasks.extract import parse_gold
+from zerogap.io.lmeval import check_same_documents, is_lmeval_log, is_lmeval_record
+from zerogap.io.lmeval import read_lmeval as read_log
+from zerogap.tasks.extract import parse_gold, target_grader
+
+
+def read_lmeval(path, mode="anchor"):
+    """The reader with zerogap's extractor ``mode``, as ``zerogap lmeval`` reads a log."""
+    return read_log(path, grade=target_grader(mode))
 
 
 def _sha(text: str) -> str:
@@ -67,8 +73,8 @@ def test_harness_modes_reproduce_the_harness(docs, tmp_path):
     resps = [[f"The answer is {gold}", f"The answer is {gold}.", "no number", f"#### {gold}"]]
     path = harness_log(tmp_path / "samples_x.jsonl", docs[:1], resps)
     assert read_lmeval(path).counts.correct.tolist() == [3]  # anchor reads all but "no number"
-    assert read_lmeval(path, mode="lmeval-strict").counts.correct.tolist() == [1]
-    assert read_lmeval(path, mode="lmeval-strict-hash").counts.correct.tolist() == [1]
+    assert read_lmeval(path, "lmeval-strict").counts.correct.tolist() == [1]
+    assert read_lmeval(path, "lmeval-strict-hash").counts.correct.tolist() == [1]
 
 
 def test_refusals_name_the_file_and_line(docs, tmp_path):

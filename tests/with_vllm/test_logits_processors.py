@@ -6,7 +6,7 @@ import torch
 
 from zerogap.decoding import vllm as zv
 from zerogap.decoding.hf import LNEBlockingLogitsProcessor, RailCapLogitsProcessor
-from zerogap.decoding.railcap import RailCapConfig
+from zerogap.decoding.settings import RailCapConfig
 
 PROMPTS = ["Q: Tom has 7 apples and buys 5 more. How many apples does Tom have?\nA:",
            "Q: What is 12 minus 4?\nA:"]

@@ -47,6 +47,7 @@ from zerogap.metrics import MAX_BINS, METRIC_NAMES, RestorationGaps, single_draw
 from zerogap.provenance import file_record, run_record
 from zerogap.readout import run_counts
 from zerogap.store import DB_NAME, RunStore
+from zerogap.tasks.extract import target_grader
 from zerogap.uncertainty import (
     GapIntervals,
     Interval,
@@ -225,7 +226,7 @@ def load_input(name: str, path: str | Path, *, lmeval_grading: str = "anchor") -
                             "lm-evaluation-harness samples_*.jsonl")
         path = found
     if harness_folder or (path.is_file() and is_lmeval_log(path)):
-        log = read_lmeval(path, mode=lmeval_grading)
+        log = read_lmeval(path, grade=target_grader(lmeval_grading))
         return ScoredRun(name, log.counts, file_record(path, lmeval={
             "repeats": log.repeats, "grading": lmeval_grading}), log)
     if path.is_dir():

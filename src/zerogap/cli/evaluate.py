@@ -16,7 +16,7 @@ from pathlib import Path
 from zerogap.cli.contaminate import sweep_item
 from zerogap.cli.run import add_engine_arguments, engine_options
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
-from zerogap.engine.load import BACKENDS, EngineOptions
+from zerogap.engine.base import EngineOptions, SamplingSpec, backend_names
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
@@ -71,10 +71,13 @@ def register(subparsers) -> None:
     g.add_argument("--controls", dest="all_controls", action="store_true", default=None,
                    help="also apply every strategy (but identity and all-zero) to the clean "
                         "model: collateral damage alone")
-    g.add_argument("-m", type=int, default=None, help="samples per question (default 50)")
-    g.add_argument("-T", "--temperature", type=float, default=None, help="default 0.7")
-    g.add_argument("--max-new-tokens", type=int, default=None, help="default 256")
-    g.add_argument("--seed", type=int, default=None, help="default 0")
+    g.add_argument("-m", type=int, default=None,
+                   help=f"samples per question (default {SamplingSpec.m})")
+    g.add_argument("-T", "--temperature", type=float, default=None,
+                   help=f"default {SamplingSpec.temperature}")
+    g.add_argument("--max-new-tokens", type=int, default=None,
+                   help=f"default {SamplingSpec.max_new_tokens}")
+    g.add_argument("--seed", type=int, default=None, help=f"default {SamplingSpec.seed}")
     g.add_argument("--bins", type=int, default=None,
                    help="SA-PPG strata (default: round(N / 26) kept within 5..50)")
     g.add_argument("--resamples", type=int, default=None,
@@ -90,7 +93,7 @@ def register(subparsers) -> None:
                         "(default 512; 0: one MLP layer)")
     g.add_argument("--neuron-candidates", type=int, default=None,
                    help="blocks scored causally, by comparative score (default 0: all)")
-    g.add_argument("--backend", choices=BACKENDS, default=None,
+    g.add_argument("--backend", choices=backend_names(), default=None,
                    help="sampling engine of every run: hf (default) or vllm (runs of each "
                         "backend are kept apart; vllm cannot run shortcut)")
     p.add_argument("--out", type=Path, default=None, help="study folder (runs, tables, report)")

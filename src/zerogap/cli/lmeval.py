@@ -39,9 +39,9 @@ def run(args) -> int:
     from zerogap.io.files import check_output
     from zerogap.io.lmeval import find_samples, read_lmeval
     from zerogap.provenance import file_record
-    from zerogap.tasks.extract import check_mode
+    from zerogap.tasks.extract import target_grader
 
-    check_mode(args.grading)
+    grade = target_grader(args.grading)
     out = check_output(args.counts, "--counts", inputs=[args.log])
     path = args.log
     if os.path.isdir(path):
@@ -49,7 +49,7 @@ def run(args) -> int:
         if path is None:
             raise DataError(f"{args.log}: no lm-evaluation-harness samples_*.jsonl in this "
                             "folder or its subfolders (run the harness with --log_samples)")
-    log = read_lmeval(path, mode=args.grading)
+    log = read_lmeval(path, grade=grade)
     c = log.counts
     write_counts(out, c.ids, c.correct, c.samples, c.first, provenance=file_record(
         path, lmeval={"repeats": log.repeats, "grading": args.grading}))

@@ -69,8 +69,9 @@ def _neurons(args) -> int:
     if not calibration:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
+    from zerogap.io.neurons import save_neurons
     from zerogap.models import check_device, check_model_spec, load_model
-    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, save_neurons
+    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons
 
     check_device(args.device)
     for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads

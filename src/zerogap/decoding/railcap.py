@@ -28,26 +28,10 @@ used by both adapters: :class:`RailCapHook` (the engine's intervention hook, her
 
 from __future__ import annotations
 
-import typing
-from dataclasses import dataclass, field
-from typing import Literal
-
 import torch
 from torch import Tensor
 
-from zerogap.config import JsonConfig
-
-Mode = Literal["cap", "ban"]
-MODES = typing.get_args(Mode)
-
-
-@dataclass(frozen=True)
-class RailCapConfig(JsonConfig):
-    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
-
-    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
-                                        "min": 1})
-    mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
+from zerogap.decoding.settings import MODES, RailCapConfig
 
 
 def pad_trajectories(trajectories: list[list[int]], device=None) -> tuple[Tensor, Tensor]:

@@ -24,35 +24,16 @@ Supported: Llama-style decoders (``model.model.layers[i].mlp`` with ``gate_proj`
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from zerogap.config import JsonConfig
+from zerogap.decoding.settings import Neuron, ShortcutConfig
 from zerogap.errors import DataError, UserError
-from zerogap.io.files import read_text
 
 REFERENCE_TOP_K = 4000
 REFERENCE_NEURONS = 31 * 11008  # ranked neurons of LLaMA2-7B, where K = 4000 was read off
-NEURONS_FORMAT = "zerogap-shortcut-neurons"
-
-Neuron = tuple[int, int]  # (layer, index)
-
-
-@dataclass(frozen=True)
-class ShortcutConfig(JsonConfig):
-    """Shortcut-neuron patching's parameters while sampling (locating has its own, recorded in
-    the neuron list's ``meta``)."""
-
-    neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
-    base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
-    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size",
-                                            "min": 0})
-
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:
     """The decoder layers of a Llama-style model (PEFT wrappers are looked through).
@@ -112,23 +93,6 @@ def down_proj_hooks(model: nn.Module, hook: Callable[[int, Tensor], Tensor | Non
     finally:
         for handle in handles:
             handle.remove()
-
-
-def load_neurons(path: str | Path) -> tuple[list[Neuron], dict]:
-    """Read a list written by :func:`save_neurons`; ``ValueError`` naming the file if malformed."""
-    try:
-        record = json.loads(read_text(path))
-    except (ValueError, RecursionError) as err:  # not JSON, too deep, or past the digit limit
-        raise DataError(f"{path}: not a JSON neuron list ({str(err).split(';')[0]})") from None
-    if not isinstance(record, dict) or record.get("format") != NEURONS_FORMAT:
-        raise DataError(f"{path}: not a zerogap shortcut-neuron list")
-    neurons = record.get("neurons")
-    if not isinstance(neurons, list) or not all(
-        isinstance(n, list) and len(n) == 2 and all(type(v) is int and v >= 0 for v in n)
-        for n in neurons
-    ):
-        raise DataError(f"{path}: 'neurons' must be a list of [layer, index] pairs")
-    return [(n[0], n[1]) for n in neurons], record.get("meta", {})
 
 
 class NeuronPatch:

@@ -37,10 +37,9 @@ from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from zerogap.decoding.blocking import block_argmax
-from zerogap.decoding.railcap import MODES, pad_trajectories, railcap_apply
-
-RAILCAP_KEY = "railcap"
-BLOCKING_KEY = "lne_blocking"
+from zerogap.decoding.railcap import pad_trajectories, railcap_apply
+from zerogap.decoding.settings import MODES
+from zerogap.decoding.specs import BLOCKING_KEY, RAILCAP_KEY
 
 
 def _is_int(value: Any) -> bool:

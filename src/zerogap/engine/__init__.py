@@ -1,20 +1,20 @@
 """The sampling engine: batched, shared-prefix, batch-independent sampling and greedy decoding.
 
 :mod:`zerogap.engine.base` is the backend contract (``SamplingSpec``, ``Capabilities``,
-``Backend``) and imports no torch; ``sample``, ``greedy`` and ``HFBackend`` run a transformers
-model (:mod:`zerogap.engine.hf`) and are loaded, with torch, on first use. Strategies plug in
-through :mod:`zerogap.engine.hooks`.
+``Generation``, the intervention specs, ``Backend`` and the backend registry) and imports no
+torch; ``sample``, ``greedy`` and ``HFBackend`` run a transformers model
+(:mod:`zerogap.engine.hf`) and are loaded, with torch, on first use.
 """
 
 from importlib import import_module
 from typing import Any
 
-from zerogap.engine.base import Backend, Capabilities, SamplingSpec
+from zerogap.engine.base import Backend, Capabilities, Generation, SamplingSpec
 
-_LAZY = {"Generation": "hf", "HFBackend": "hf", "greedy": "hf", "sample": "hf",
-         "noise": "noise", "Intervention": "hooks", "Patch": "hooks"}
+_LAZY = {"HFBackend": "hf", "greedy": "hf", "sample": "hf", "noise": "noise",
+         "Intervention": "hooks", "Patch": "hooks"}
 
-__all__ = ["Backend", "Capabilities", "SamplingSpec", *_LAZY]
+__all__ = ["Backend", "Capabilities", "Generation", "SamplingSpec", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,9 +1,13 @@
-"""The backend contract: what any sampling engine (HF today, vLLM next) offers the runs.
+"""The backend contract: what any sampling engine offers the runs, and the backend registry.
 
 A backend decodes prompts under a :class:`SamplingSpec` (the one owner of m, temperature,
-top-k/top-p, seed, token limit and stop strings) with backend-neutral intervention specs
-built by the strategies, and says through :class:`Capabilities` which kinds of intervention it
-can run, so that a strategy it cannot run is refused before any model loads. Torch-free.
+top-k/top-p, seed, token limit and stop strings) with backend-neutral intervention specs built
+by the strategies (:class:`LogitsEdit`, :class:`ActivationPatch`), and says through
+:class:`Capabilities` which kinds of intervention it can run, so that a strategy it cannot run
+is refused before any model loads. Backends are found by name in a registry
+(:func:`backend_class`): the built-in ``hf`` and ``vllm``, and third-party ones registered with
+:func:`register_backend` in a module named by a ``zerogap.backends`` entry point. Nothing
+outside this module compares backend names. Torch-free.
 
 Protocol of the evaluation (arXiv 2608.07341, §5.1): m = 50 samples per question at T = 0.7.
 
@@ -23,9 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from zerogap.config import JsonConfig
+from zerogap.registry import Registry
+
+if TYPE_CHECKING:
+    from zerogap.models import LoadedModel
 
 # The temperatures a run accepts. Below 0.01 a logit gap of 0.1 already means odds of e^10, so
 # sampling is practically greedy decoding (``zerogap greedy`` does that), and near float32's
@@ -61,39 +69,207 @@ class SamplingSpec(JsonConfig):
 
 
 @dataclass(frozen=True)
+class EngineOptions(JsonConfig):
+    """How models are loaded: not part of what a run samples (so not of its identity), except
+    ``dtype``, which callers that name runs by content record themselves.
+
+    ``device`` and ``max_batch`` are the HF engine's; the parallel sizes and ``vllm_options``
+    (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the others' options. Errors
+    name the command-line flag of each field.
+    """
+
+    device: str | None = field(default=None, metadata={
+        "help": "torch device of the HF engine (default: cuda if present, else cpu)",
+        "flag": "--device"})
+    dtype: Literal["float32", "bfloat16", "auto"] = field(default="float32", metadata={
+        "help": "weight dtype; auto: bfloat16 where the device computes it fast",
+        "flag": "--dtype"})
+    max_batch: int | None = field(default=None, metadata={
+        "help": "most rows decoded at once (default: sized from free memory)", "min": 1,
+        "flag": "--max-batch"})
+    tensor_parallel_size: int = field(default=1, metadata={
+        "help": "vLLM tensor parallel size", "min": 1, "flag": "--tensor-parallel-size"})
+    pipeline_parallel_size: int = field(default=1, metadata={
+        "help": "vLLM pipeline parallel size", "min": 1, "flag": "--pipeline-parallel-size"})
+    vllm_options: dict = field(default_factory=dict, metadata={
+        "help": "further vllm.LLM arguments", "flag": "--vllm-option"})
+
+
+@dataclass
+class Generation:
+    """One generated response.
+
+    ``token_ids`` excludes the EOS token; when a stop string ended the response they run up to
+    and including the token that completed it, while ``text`` is cut just before the stop string.
+    ``finish`` is ``"eos"``, ``"stop"`` or ``"length"``. ``entropies`` (greedy decodes asked for
+    them) holds, per generated token, the entropy in nats of the model's next-token distribution
+    at temperature 1. ``stats`` are the intervention's per-sample statistics.
+    """
+
+    token_ids: list[int]
+    text: str
+    finish: str
+    entropies: list[float] | None = None
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Capabilities:
-    """Kinds of intervention a backend can run.
+    """What a backend can run and how it must be handled.
 
     ``logits``: per-step logits edits (RailCap, LNE-blocking); ``patching``: activation patching
     from a second model (shortcut neurons); ``entropies``: full-vocabulary entropies of greedy
-    decodes (LNE-blocking's input).
+    decodes (LNE-blocking's input); ``device``: it places the model on
+    :attr:`EngineOptions.device`; ``exclusive``: an engine claims most of the accelerator's
+    memory, so only one may be alive at a time (close it before starting another).
     """
 
     logits: bool
     patching: bool
     entropies: bool
+    device: bool = False
+    exclusive: bool = False
 
     def missing(self, needed: Sequence[str]) -> list[str]:
         """The capabilities in ``needed`` this backend lacks."""
         return [name for name in needed if not getattr(self, name)]
 
 
+class LogitsEdit:
+    """A backend-neutral per-step logits edit over one engine call's questions (plain data).
+
+    A strategy builds one from what it prepared (greedy trajectories, counts); a backend turns
+    it into its own form: an in-process backend calls :meth:`torch_hook`, a server-style backend
+    whose logits processors are found by the server (vLLM) sends :meth:`request_args` with each
+    question's request. An edit that has no request form leaves :meth:`request_args` raising,
+    and such a backend refuses it in one line.
+    """
+
+    def torch_hook(self, *, samples_per_question: int, device: Any) -> Any:
+        """The :class:`zerogap.engine.hooks.Intervention` that applies this edit to a batch of
+        ``(rows, vocab)`` logits on ``device``."""
+        raise NotImplementedError(f"{type(self).__name__} has no in-process hook")
+
+    def request_args(self, question: int) -> dict[str, Any]:
+        """Question ``question``'s per-request arguments for server-side logits processors
+        (vLLM's ``SamplingParams.extra_args``), keyed by processor."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-request form")
+
+
+class ActivationPatch:
+    """A backend-neutral activation patch: a context that holds for every forward pass of an
+    engine call (for example, neurons overwritten from a second model)."""
+
+    def torch_patch(self) -> Any:
+        """The :data:`zerogap.engine.hooks.Patch` for an in-process torch model: called with the
+        model, it returns a context manager that patches it while entered."""
+        raise NotImplementedError(f"{type(self).__name__} has no in-process form")
+
+
+@dataclass(frozen=True)
+class InterventionSpec:
+    """What a strategy hands a backend for one engine call (None = none): a logits edit applied
+    at every sampling step and an activation patch held through every forward pass."""
+
+    logits: LogitsEdit | None = None
+    patch: ActivationPatch | None = None
+
+
 class Backend(Protocol):
     """A sampling engine. ``name`` and ``noise`` are recorded in every run store: a run is
     resumed only by the backend (and noise scheme) that started it."""
 
-    name: str
+    name: ClassVar[str]
     noise: str
     capabilities: Capabilities
 
+    @classmethod
+    def check_available(cls, options: EngineOptions) -> None:
+        """Refuse, in one line, options this machine cannot honour (a missing library or
+        device), before anything loads."""
+        ...
+
+    @classmethod
+    def start(cls, spec: str, options: EngineOptions) -> tuple[LoadedModel, Backend]:
+        """Load model ``spec`` and the backend that samples it."""
+        ...
+
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
-               intervention: Any = None, patch: Any = None, progress: bool = False,
-               on_question: Callable[[int, list], None] | None = None) -> list[list]:
+               intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
+               progress: bool = False,
+               on_question: Callable[[int, list[Generation]], None] | None = None
+               ) -> list[list[Generation]]:
         """``spec.m`` generations per prompt, in prompt order."""
         ...
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,
-               patch: Any = None, progress: bool = False,
-               on_question: Callable[[int, Any], None] | None = None) -> list:
+               patch: ActivationPatch | None = None, progress: bool = False,
+               on_question: Callable[[int, Generation], None] | None = None
+               ) -> list[Generation]:
         """One greedy generation per prompt (``spec.max_new_tokens``, ``spec.stop``)."""
         ...
+
+    def forced_ranks(self, prompts: Sequence[str], forced: Sequence[Sequence[int]]
+                     ) -> list[list[int]]:
+        """Teacher-forced ranks of ``forced[i]`` after ``prompts[i]``: at each step, the forced
+        token's rank among the next-token logits, ``1 + #{larger logits}`` (1 = argmax)."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine's memory; the backend is unusable afterwards."""
+        ...
+
+
+BACKEND_ENTRY_POINTS = "zerogap.backends"
+DEFAULT_BACKEND = "hf"
+
+_BACKENDS: Registry[type[Backend]] = Registry("backend", group=BACKEND_ENTRY_POINTS)
+for _name, _module in (("hf", "zerogap.engine.hf"), ("vllm", "zerogap.engine.vllm")):
+    _BACKENDS.register_lazy(_name, _module)
+
+
+def register_backend(name: str) -> Callable[[type], type]:
+    """Class decorator: register a backend class as ``name`` (sets its ``name``).
+
+    A third-party package decorates its class in a module and names that module in a
+    ``zerogap.backends`` entry point under the same name; the module is imported when the
+    backend is first asked for.
+    """
+
+    def decorate(cls: type) -> type:
+        cls.name = name  # type: ignore[attr-defined]
+        _BACKENDS.register(name)(cls)
+        return cls
+
+    return decorate
+
+
+backend_names = _BACKENDS.names
+"""The registered backend names (entry points included, none imported), sorted."""
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class registered as ``name``; an unknown name is a ``UserError`` listing all.
+
+    >>> backend_class("vllm").capabilities.patching  # vLLM's module loads without vLLM
+    False
+    """
+    return _BACKENDS.get(name)
+
+
+def backend_capabilities(name: str) -> Capabilities:
+    """What backend ``name`` can run, without starting it."""
+    return backend_class(name).capabilities
+
+
+def load_engine(spec: str, backend: str = DEFAULT_BACKEND, options: EngineOptions | None = None
+                ) -> tuple[LoadedModel, Backend]:
+    """``(loaded model, backend)`` for model ``spec`` on backend ``backend``.
+
+    On a backend that holds the weights in its own engine (vLLM), ``loaded.model`` is None and
+    ``loaded.fingerprint`` is :func:`zerogap.models.files_fingerprint` of the folder it loads.
+    """
+    options = options or EngineOptions()
+    cls = backend_class(backend)
+    cls.check_available(options)
+    return cls.start(spec, options)

@@ -29,36 +29,26 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
 from zerogap.engine import noise
 from zerogap.engine.attention import ROWS_KWARG, check_supported, prefix_attention
-from zerogap.engine.base import Capabilities, SamplingSpec
+from zerogap.engine.base import (
+    ActivationPatch,
+    Capabilities,
+    EngineOptions,
+    Generation,
+    LogitsEdit,
+    SamplingSpec,
+    register_backend,
+)
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
 
 _log = logging.getLogger("zerogap.engine")
-
-
-@dataclass
-class Generation:
-    """One generated response.
-
-    ``token_ids`` excludes the EOS token; when a stop string ended the response they run up to
-    and including the token that completed it, while ``text`` is cut just before the stop string.
-    ``finish`` is ``"eos"``, ``"stop"`` or ``"length"``. ``entropies`` (greedy with
-    ``return_entropy``) holds, per generated token, the entropy in nats of the model's
-    next-token distribution at temperature 1.
-    """
-
-    token_ids: list[int]
-    text: str
-    finish: str
-    entropies: list[float] | None = None
-    stats: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -638,31 +628,74 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     return [gens[0] for gens in out]
 
 
-HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True)
+HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True, device=True)
 
 
+@register_backend("hf")
 @dataclass
 class HFBackend:
-    """The :class:`~zerogap.engine.base.Backend` over a transformers model and tokenizer."""
+    """The :class:`~zerogap.engine.base.Backend` over a transformers model and tokenizer: edits
+    and patches run in process, as the spec's torch hook and torch patch."""
 
     model: Any
     tokenizer: Any
     max_batch: int | None = None
-    name: str = "hf"
+    name: ClassVar[str]
     noise: str = noise.SCHEME
     capabilities: Capabilities = HF_CAPABILITIES
 
-    def sample(self, prompts, spec: SamplingSpec, *, question_ids, intervention=None, patch=None,
+    @classmethod
+    def check_available(cls, options: EngineOptions) -> None:
+        from zerogap.models import check_device
+
+        check_device(options.device)  # a bogus or absent device is one line before any load
+
+    @classmethod
+    def start(cls, spec: str, options: EngineOptions):
+        from zerogap.models import load_model
+
+        loaded = load_model(spec, device=options.device, dtype=options.dtype)
+        return loaded, cls(loaded.model, loaded.tokenizer, max_batch=options.max_batch)
+
+    def _patch(self, patch: ActivationPatch | None) -> Patch | None:
+        return None if patch is None else patch.torch_patch()
+
+    def sample(self, prompts, spec: SamplingSpec, *, question_ids,
+               intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
                progress=False, on_question=None):
+        hook = None if intervention is None else intervention.torch_hook(
+            samples_per_question=spec.m, device=self.model.device)
         return sample(self.model, self.tokenizer, prompts, m=spec.m,
                       temperature=spec.temperature, max_new_tokens=spec.max_new_tokens,
                       question_ids=question_ids, seed=spec.seed, stop=spec.stop,
-                      intervention=intervention, patch=patch, top_k=spec.top_k,
+                      intervention=hook, patch=self._patch(patch), top_k=spec.top_k,
                       top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
                       on_question=on_question)
 
-    def greedy(self, prompts, spec: SamplingSpec, *, entropies=False, patch=None,
-               progress=False, on_question=None):
+    def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
+               patch: ActivationPatch | None = None, progress=False, on_question=None):
         return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
-                      stop=spec.stop, return_entropy=entropies, patch=patch,
+                      stop=spec.stop, return_entropy=entropies, patch=self._patch(patch),
                       max_batch=self.max_batch, progress=progress, on_question=on_question)
+
+    def forced_ranks(self, prompts: Sequence[str], forced: Sequence[Sequence[int]]
+                     ) -> list[list[int]]:
+        """Teacher-forced ranks, one full forward pass per prompt (paper Figure 1 b/d)."""
+        device = next(self.model.parameters()).device
+        out: list[list[int]] = []
+        for prompt, tokens in zip(prompts, forced, strict=True):
+            if not len(tokens):
+                out.append([])
+                continue
+            prefix = self.tokenizer(prompt)["input_ids"]
+            with torch.no_grad():
+                logits = self.model(torch.tensor([[*prefix, *tokens]], device=device)).logits[0]
+            start = len(prefix) - 1
+            rows = logits[start : start + len(tokens)]  # (steps, V): row t predicts tokens[t]
+            target = rows.gather(1, torch.tensor(list(tokens), device=device)[:, None])
+            out.append([int(r) for r in ((rows > target).sum(dim=1) + 1).tolist()])
+        return out
+
+    def close(self) -> None:
+        """Nothing to shut down: the model is an ordinary torch module, freed with its last
+        reference."""

