@@ -140,10 +140,35 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
         if not isinstance(value, str):
             raise check.fail(key, f"expected a string, got {_short(value)}")
         check.member(folder, os.path.join(value, "run.sqlite"), key)
+    _extras(check, folder, entry, where)
     ranks_file = check.get(entry, "ranks", where, str, optional=True)
     if ranks_file is None:
         return {}
     return _ranks(check.member(folder, ranks_file, f"{where}.ranks"))
+
+
+def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
+    """The optional keys the report's checks section reads: the design checks file, the
+    baselines' settings at this scale, the controls' counts and the jobs' wall times."""
+    design = check.get(entry, "design", where, str, optional=True)
+    if design is not None:
+        check.member(folder, design, f"{where}.design")
+    baselines = check.get(entry, "baselines", where, dict, optional=True) or {}
+    check.get(baselines, "lne_t_task", f"{where}.baselines", int, optional=True)
+    shortcut = check.get(baselines, "shortcut", f"{where}.baselines", dict, optional=True)
+    for key in ("block_size", "blocks_scored", "blocks_total", "calibration",
+                "calibration_leaked") if shortcut else ():
+        check.get(shortcut, key, f"{where}.baselines.shortcut", int, optional=True)
+    controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
+    for label, value in (controls or {}).items():
+        key = f"{where}.counts.controls.{label}"
+        if not isinstance(value, str):
+            raise check.fail(key, f"expected a string, got {_short(value)}")
+        check.member(folder, value, key)
+    seconds = check.get(entry, "seconds", where, dict, optional=True) or {}
+    for label, value in seconds.items():
+        if not isinstance(value, _NUMBER) or isinstance(value, bool) or value < 0:
+            raise check.fail(f"{where}.seconds.{label}", "expected a number of seconds >= 0")
 
 
 def _ranks(path: Path) -> dict[str, list[int]]:

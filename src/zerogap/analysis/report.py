@@ -76,9 +76,10 @@ class SettingChecks:
                        "(GSM8K's 7 scaled by solution length)")
         cut = self.baselines.get("shortcut")
         if cut:
-            out.append(f"shortcut neurons: blocks of {cut['block_size']}, {cut['blocks_scored']} "
-                       f"of {cut['blocks_total']} scored causally on {cut['calibration']} "
-                       f"questions ({cut['calibration_leaked']} leaked)")
+            out.append(f"shortcut neurons: blocks of {cut.get('block_size')}, "
+                       f"{cut.get('blocks_scored')} of {cut.get('blocks_total')} scored causally "
+                       f"on {cut.get('calibration')} questions ({cut.get('calibration_leaked')} "
+                       "leaked)")
         if self.design:
             met = sum(c.met for c in self.design)
             out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "
