@@ -11,7 +11,9 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
 * ``previous_tok_s`` (``--previous REV``): the engine as it was at git revision REV, loaded
   from ``git show`` (the dense per-row cache before shared-prefix attention);
 * ``decode_tok_s``: the engine's decode phase alone at the batch size it chose for the
-  workload (one prompt, rows banned from EOS, ``max_new_tokens`` L + 1 minus 1);
+  workload (that many rows split evenly over the workload's first questions, so that the
+  question tokens shared by a question's rows count; rows banned from EOS, ``max_new_tokens``
+  L + 1 minus 1);
 * ``ceiling_tok_s``: a bare loop of one-token forward passes over the weights at that batch
   size with attention replaced by a no-op (the weights-only ceiling), so ``ratio_vs_ceiling``
   says how much of the step attention, sampling and host work take;
@@ -31,7 +33,7 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
     python bench/bench_engine.py [--quick] [--json] [--previous 6a1fe2c] [--threads 2]
         [--baseline-questions 2]
         [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
-        [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2]
+        [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
 removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
@@ -213,7 +215,7 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     k = min(args.baseline_questions, len(prompts))
     baseline = prompts[:k]
     result["baseline_questions"] = k
-    for _ in range(args.repeat):
+    for _ in range(0 if args.decode_only else args.repeat):
         t0 = time.perf_counter()
         gens = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new,
                       question_ids=ids, stop=stop)
@@ -228,17 +230,24 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
             same = sum(a.token_ids == b.token_ids for qa, qb in zip(gens, old, strict=False)
                        for a, b in zip(qa, qb, strict=True))
             result["identical_to_previous"] = f"{same}/{k * m}"
-    result.update(engine_tok_s=max(rates), engine_spread=spread(rates), tokens=n,
-                  batch=catcher.rows or len(prompts) * m)
-    if previous is not None:
+    if args.decode_only:
+        result["batch"] = args.decode_only
+    else:
+        result.update(engine_tok_s=max(rates), engine_spread=spread(rates), tokens=n,
+                      batch=catcher.rows or len(prompts) * m)
+    if previous is not None and not args.decode_only:
         result.update(previous_tok_s=max(prev_rates), previous_spread=spread(prev_rates),
                       ratio_vs_previous=max(rates) / max(prev_rates))
-    if not args.skip_generate:
+    if not args.skip_generate and not args.decode_only:
         n_gen, t_gen = generate_baseline(model, tok, baseline, m, max_new, stop)
         result.update(generate_tok_s=n_gen / t_gen,
                       ratio_vs_generate=result["engine_tok_s"] / (n_gen / t_gen))
 
-    rows = result["batch"]
+    # The decode phase on the workload's own questions (their tokens are the cascade's middle
+    # level), the chosen batch split evenly over as many of them as it holds.
+    n_q = max(1, min(len(prompts), result["batch"] // m))
+    per_q = max(1, result["batch"] // n_q)
+    rows = per_q * n_q
     ban = BanEos(tok.eos_token_id)
     decode, ceiling, profiles = [], [], []
     for _ in range(args.repeat):
@@ -246,8 +255,9 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
         with StepTimer() as timer:
             for n_new in (1, max_new + 1):
                 t0 = time.perf_counter()
-                sample(model, tok, prompts[:1], m=rows, temperature=0.7, max_new_tokens=n_new,
-                       question_ids=ids[:1], intervention=ban, max_batch=rows)
+                sample(model, tok, prompts[:n_q], m=per_q, temperature=0.7,
+                       max_new_tokens=n_new, question_ids=ids[:n_q], intervention=ban,
+                       max_batch=rows)
                 timings[n_new] = time.perf_counter() - t0
         t_decode = timings[max_new + 1] - timings[1]
         decode.append(rows * max_new / t_decode)
@@ -259,7 +269,8 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
                          "attention_and_cache_s": forward - t_weights, "sampling_s": draw,
                          "rest_s": per_step - forward - draw})
     best = min(range(args.repeat), key=lambda i: profiles[i]["step_s"])
-    result.update(decode_tok_s=max(decode), decode_spread=spread(decode),
+    result.update(decode_rows=rows, decode_questions=n_q,
+                  decode_tok_s=max(decode), decode_spread=spread(decode),
                   ceiling_tok_s=max(ceiling), ceiling_spread=spread(ceiling),
                   ratio_vs_ceiling=max(decode) / max(ceiling),
                   profile={k: round(v, 4) for k, v in profiles[best].items()})
@@ -269,7 +280,9 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
 def report(name: str, r: dict) -> None:
     print(f"\n[{name}] {r['questions']} questions x m={r['m']}, {r['max_new_tokens']} new "
           f"tokens, prompt {r['prompt_tokens']} tokens; engine batch {r['batch']}")
-    print(f"  engine    {r['engine_tok_s']:7.1f} tok/s end to end (spread {r['engine_spread']})")
+    if "engine_tok_s" in r:
+        print(f"  engine    {r['engine_tok_s']:7.1f} tok/s end to end "
+              f"(spread {r['engine_spread']})")
     if "previous_tok_s" in r:
         print(f"  previous  {r['previous_tok_s']:7.1f} tok/s on {r['baseline_questions']} "
               f"questions (spread {r['previous_spread']}): "
@@ -279,7 +292,8 @@ def report(name: str, r: dict) -> None:
         print(f"  generate  {r['generate_tok_s']:7.1f} tok/s on {r['baseline_questions']} "
               f"questions: engine/generate "
               f"{r['ratio_vs_generate']:.2f}x")
-    print(f"  decode    {r['decode_tok_s']:7.1f} tok/s at batch {r['batch']} (spread "
+    print(f"  decode    {r['decode_tok_s']:7.1f} tok/s at batch {r['decode_rows']} "
+          f"({r['decode_questions']} questions; spread "
           f"{r['decode_spread']}); weights-only ceiling {r['ceiling_tok_s']:.1f} tok/s "
           f"(spread {r['ceiling_spread']}): {100 * r['ratio_vs_ceiling']:.0f}% of it")
     p = r["profile"]
@@ -301,6 +315,8 @@ def main() -> None:
     parser.add_argument("--previous", metavar="REV", default=None,
                         help="also time the engine of this git revision, e.g. 6a1fe2c")
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--decode-only", type=int, metavar="ROWS", default=None,
+                        help="time only the decode phase and the ceiling, at ROWS rows")
     parser.add_argument("--baseline-questions", type=int, default=2,
                         help="questions the generate and previous-engine baselines decode")
     parser.add_argument("--threads", type=int, default=None,
@@ -309,7 +325,9 @@ def main() -> None:
     args = parser.parse_args()
     args.max_new_tokens = {"gsm8k": 128, "arith": 48}
     if args.quick:
-        args.questions, args.repeat = min(args.questions, 3), 1
+        args.repeat = 1
+        if not args.decode_only:  # the decode phase alone is short on the full question set
+            args.questions = min(args.questions, 3)
         args.max_new_tokens["gsm8k"] = 64
     if args.threads:
         torch.set_num_threads(args.threads)
