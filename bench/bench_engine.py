@@ -22,7 +22,9 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
   the rest (host work: bookkeeping, stop checks, refills).
 
 Timed parts run ``--repeat`` times alternately; the best is reported with the spread
-(min-max). A shared machine is noisy: compare ratios, not absolute numbers.
+(min-max). A shared machine is noisy: compare ratios, not absolute numbers, and on a loaded
+one prefer ``--threads 1 --cpu-clock`` (CPU time of the one thread: the time other jobs held
+the core is left out, the memory bandwidth they take is not).
 
 The baselines (``generate`` and ``--previous``) decode only the first ``--baseline-questions``
 questions (default 2): ``generate`` runs question by question and the previous engine is
@@ -34,6 +36,7 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
         [--baseline-questions 2]
         [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
         [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
+        [--cpu-clock]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
 removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
@@ -58,6 +61,9 @@ from zerogap.engine import hf, noise, sample
 from zerogap.models import load_model
 
 STOP = "Question:"
+# What the timed parts read: the wall by default; with --cpu-clock the process's CPU time,
+# which on one thread leaves out the time other jobs on a shared machine held the core.
+clock = time.perf_counter
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -96,7 +102,7 @@ def response_length(ids: list[int], eos: int, tokenizer, stop) -> int:
 
 
 def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float]:
-    total, t0 = 0, time.perf_counter()
+    total, t0 = 0, clock()
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         with torch.inference_mode():
@@ -107,7 +113,7 @@ def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float
             )
         new = out[:, enc.input_ids.shape[1]:].tolist()
         total += sum(response_length(row, tok.eos_token_id, tok, stop) for row in new)
-    return total, time.perf_counter() - t0
+    return total, clock() - t0
 
 
 def previous_engine(rev: str):
@@ -137,10 +143,10 @@ def ceiling_step(model, rows: int, steps: int = 4) -> float:
         ids = torch.zeros(rows, 1, dtype=torch.long)
         with torch.inference_mode():
             model(input_ids=ids, use_cache=False)
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 model(input_ids=ids, use_cache=False)
-            return (time.perf_counter() - t0) / steps
+            return (clock() - t0) / steps
     finally:
         model.set_attn_implementation(saved)
 
@@ -166,16 +172,16 @@ class StepTimer:
         step, draw = self._saved
 
         def timed_step(decoder, *args, **kw):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = step(decoder, *args, **kw)
-            self.forward += time.perf_counter() - t0
+            self.forward += clock() - t0
             self.steps += 1
             return out
 
         def timed_draw(*args, **kw):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = draw(*args, **kw)
-            self.sampling += time.perf_counter() - t0
+            self.sampling += clock() - t0
             return out
 
         hf._Decoder._step, noise.gumbel_argmax = timed_step, timed_draw
@@ -216,17 +222,17 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     baseline = prompts[:k]
     result["baseline_questions"] = k
     for _ in range(0 if args.decode_only else args.repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         gens = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new,
                       question_ids=ids, stop=stop)
         n = sum(len(g.token_ids) for q in gens for g in q)
-        rates.append(n / (time.perf_counter() - t0))
+        rates.append(n / (clock() - t0))
         if previous is not None:
-            t0 = time.perf_counter()
+            t0 = clock()
             old = previous.sample(model, tok, baseline, m=m, temperature=0.7,
                                   max_new_tokens=max_new, question_ids=ids[:k], stop=stop)
             n_old = sum(len(g.token_ids) for q in old for g in q)
-            prev_rates.append(n_old / (time.perf_counter() - t0))
+            prev_rates.append(n_old / (clock() - t0))
             same = sum(a.token_ids == b.token_ids for qa, qb in zip(gens, old, strict=False)
                        for a, b in zip(qa, qb, strict=True))
             result["identical_to_previous"] = f"{same}/{k * m}"
@@ -254,11 +260,11 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
         timings = {}
         with StepTimer() as timer:
             for n_new in (1, max_new + 1):
-                t0 = time.perf_counter()
+                t0 = clock()
                 sample(model, tok, prompts[:n_q], m=per_q, temperature=0.7,
                        max_new_tokens=n_new, question_ids=ids[:n_q], intervention=ban,
                        max_batch=rows)
-                timings[n_new] = time.perf_counter() - t0
+                timings[n_new] = clock() - t0
         t_decode = timings[max_new + 1] - timings[1]
         decode.append(rows * max_new / t_decode)
         t_weights = ceiling_step(model, rows)
@@ -321,6 +327,8 @@ def main() -> None:
                         help="questions the generate and previous-engine baselines decode")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads; on a shared CPU, fewer avoid oversubscription")
+    parser.add_argument("--cpu-clock", action="store_true",
+                        help="time with the process's CPU time (with --threads 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object only")
     args = parser.parse_args()
     args.max_new_tokens = {"gsm8k": 128, "arith": 48}
@@ -331,6 +339,11 @@ def main() -> None:
         args.max_new_tokens["gsm8k"] = 64
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_clock:
+        if torch.get_num_threads() != 1:
+            parser.error("--cpu-clock needs --threads 1 (CPU time adds up the threads)")
+        global clock
+        clock = time.process_time
     previous = previous_engine(args.previous) if args.previous else None
 
     loaded = load_model(args.model, device="cpu", dtype=args.dtype)
