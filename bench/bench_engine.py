@@ -11,7 +11,9 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
 * ``previous_tok_s`` (``--previous REV``): the engine as it was at git revision REV, loaded
   from ``git show`` (the dense per-row cache before shared-prefix attention);
 * ``decode_tok_s``: the engine's decode phase alone at the batch size it chose for the
-  workload (one prompt, rows banned from EOS, ``max_new_tokens`` L + 1 minus 1);
+  workload (that many rows split evenly over the workload's first questions, so that the
+  question tokens shared by a question's rows count; rows banned from EOS, ``max_new_tokens``
+  L + 1 minus 1);
 * ``ceiling_tok_s``: a bare loop of one-token forward passes over the weights at that batch
   size with attention replaced by a no-op (the weights-only ceiling), so ``ratio_vs_ceiling``
   says how much of the step attention, sampling and host work take;
@@ -20,7 +22,9 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
   the rest (host work: bookkeeping, stop checks, refills).
 
 Timed parts run ``--repeat`` times alternately; the best is reported with the spread
-(min-max). A shared machine is noisy: compare ratios, not absolute numbers.
+(min-max). A shared machine is noisy: compare ratios, not absolute numbers, and on a loaded
+one prefer ``--threads 1 --cpu-clock`` (CPU time of the one thread: the time other jobs held
+the core is left out, the memory bandwidth they take is not).
 
 The baselines (``generate`` and ``--previous``) decode only the first ``--baseline-questions``
 questions (default 2): ``generate`` runs question by question and the previous engine is
@@ -31,7 +35,8 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
     python bench/bench_engine.py [--quick] [--json] [--previous 6a1fe2c] [--threads 2]
         [--baseline-questions 2]
         [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
-        [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2]
+        [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
+        [--cpu-clock]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
 removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
@@ -56,6 +61,9 @@ from zerogap.engine import hf, noise, sample
 from zerogap.models import load_model
 
 STOP = "Question:"
+# What the timed parts read: the wall by default; with --cpu-clock the process's CPU time,
+# which on one thread leaves out the time other jobs on a shared machine held the core.
+clock = time.perf_counter
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -94,7 +102,7 @@ def response_length(ids: list[int], eos: int, tokenizer, stop) -> int:
 
 
 def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float]:
-    total, t0 = 0, time.perf_counter()
+    total, t0 = 0, clock()
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         with torch.inference_mode():
@@ -105,7 +113,7 @@ def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float
             )
         new = out[:, enc.input_ids.shape[1]:].tolist()
         total += sum(response_length(row, tok.eos_token_id, tok, stop) for row in new)
-    return total, time.perf_counter() - t0
+    return total, clock() - t0
 
 
 def previous_engine(rev: str):
@@ -135,10 +143,10 @@ def ceiling_step(model, rows: int, steps: int = 4) -> float:
         ids = torch.zeros(rows, 1, dtype=torch.long)
         with torch.inference_mode():
             model(input_ids=ids, use_cache=False)
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 model(input_ids=ids, use_cache=False)
-            return (time.perf_counter() - t0) / steps
+            return (clock() - t0) / steps
     finally:
         model.set_attn_implementation(saved)
 
@@ -164,16 +172,16 @@ class StepTimer:
         step, draw = self._saved
 
         def timed_step(decoder, *args, **kw):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = step(decoder, *args, **kw)
-            self.forward += time.perf_counter() - t0
+            self.forward += clock() - t0
             self.steps += 1
             return out
 
         def timed_draw(*args, **kw):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = draw(*args, **kw)
-            self.sampling += time.perf_counter() - t0
+            self.sampling += clock() - t0
             return out
 
         hf._Decoder._step, noise.gumbel_argmax = timed_step, timed_draw
@@ -213,42 +221,50 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     k = min(args.baseline_questions, len(prompts))
     baseline = prompts[:k]
     result["baseline_questions"] = k
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
+    for _ in range(0 if args.decode_only else args.repeat):
+        t0 = clock()
         gens = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new,
                       question_ids=ids, stop=stop)
         n = sum(len(g.token_ids) for q in gens for g in q)
-        rates.append(n / (time.perf_counter() - t0))
+        rates.append(n / (clock() - t0))
         if previous is not None:
-            t0 = time.perf_counter()
+            t0 = clock()
             old = previous.sample(model, tok, baseline, m=m, temperature=0.7,
                                   max_new_tokens=max_new, question_ids=ids[:k], stop=stop)
             n_old = sum(len(g.token_ids) for q in old for g in q)
-            prev_rates.append(n_old / (time.perf_counter() - t0))
+            prev_rates.append(n_old / (clock() - t0))
             same = sum(a.token_ids == b.token_ids for qa, qb in zip(gens, old, strict=False)
                        for a, b in zip(qa, qb, strict=True))
             result["identical_to_previous"] = f"{same}/{k * m}"
-    result.update(engine_tok_s=max(rates), engine_spread=spread(rates), tokens=n,
-                  batch=catcher.rows or len(prompts) * m)
-    if previous is not None:
+    if args.decode_only:
+        result["batch"] = args.decode_only
+    else:
+        result.update(engine_tok_s=max(rates), engine_spread=spread(rates), tokens=n,
+                      batch=catcher.rows or len(prompts) * m)
+    if previous is not None and not args.decode_only:
         result.update(previous_tok_s=max(prev_rates), previous_spread=spread(prev_rates),
                       ratio_vs_previous=max(rates) / max(prev_rates))
-    if not args.skip_generate:
+    if not args.skip_generate and not args.decode_only:
         n_gen, t_gen = generate_baseline(model, tok, baseline, m, max_new, stop)
         result.update(generate_tok_s=n_gen / t_gen,
                       ratio_vs_generate=result["engine_tok_s"] / (n_gen / t_gen))
 
-    rows = result["batch"]
+    # The decode phase on the workload's own questions (their tokens are the cascade's middle
+    # level), the chosen batch split evenly over as many of them as it holds.
+    n_q = max(1, min(len(prompts), result["batch"] // m))
+    per_q = max(1, result["batch"] // n_q)
+    rows = per_q * n_q
     ban = BanEos(tok.eos_token_id)
     decode, ceiling, profiles = [], [], []
     for _ in range(args.repeat):
         timings = {}
         with StepTimer() as timer:
             for n_new in (1, max_new + 1):
-                t0 = time.perf_counter()
-                sample(model, tok, prompts[:1], m=rows, temperature=0.7, max_new_tokens=n_new,
-                       question_ids=ids[:1], intervention=ban, max_batch=rows)
-                timings[n_new] = time.perf_counter() - t0
+                t0 = clock()
+                sample(model, tok, prompts[:n_q], m=per_q, temperature=0.7,
+                       max_new_tokens=n_new, question_ids=ids[:n_q], intervention=ban,
+                       max_batch=rows)
+                timings[n_new] = clock() - t0
         t_decode = timings[max_new + 1] - timings[1]
         decode.append(rows * max_new / t_decode)
         t_weights = ceiling_step(model, rows)
@@ -259,7 +275,8 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
                          "attention_and_cache_s": forward - t_weights, "sampling_s": draw,
                          "rest_s": per_step - forward - draw})
     best = min(range(args.repeat), key=lambda i: profiles[i]["step_s"])
-    result.update(decode_tok_s=max(decode), decode_spread=spread(decode),
+    result.update(decode_rows=rows, decode_questions=n_q,
+                  decode_tok_s=max(decode), decode_spread=spread(decode),
                   ceiling_tok_s=max(ceiling), ceiling_spread=spread(ceiling),
                   ratio_vs_ceiling=max(decode) / max(ceiling),
                   profile={k: round(v, 4) for k, v in profiles[best].items()})
@@ -269,7 +286,9 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
 def report(name: str, r: dict) -> None:
     print(f"\n[{name}] {r['questions']} questions x m={r['m']}, {r['max_new_tokens']} new "
           f"tokens, prompt {r['prompt_tokens']} tokens; engine batch {r['batch']}")
-    print(f"  engine    {r['engine_tok_s']:7.1f} tok/s end to end (spread {r['engine_spread']})")
+    if "engine_tok_s" in r:
+        print(f"  engine    {r['engine_tok_s']:7.1f} tok/s end to end "
+              f"(spread {r['engine_spread']})")
     if "previous_tok_s" in r:
         print(f"  previous  {r['previous_tok_s']:7.1f} tok/s on {r['baseline_questions']} "
               f"questions (spread {r['previous_spread']}): "
@@ -279,7 +298,8 @@ def report(name: str, r: dict) -> None:
         print(f"  generate  {r['generate_tok_s']:7.1f} tok/s on {r['baseline_questions']} "
               f"questions: engine/generate "
               f"{r['ratio_vs_generate']:.2f}x")
-    print(f"  decode    {r['decode_tok_s']:7.1f} tok/s at batch {r['batch']} (spread "
+    print(f"  decode    {r['decode_tok_s']:7.1f} tok/s at batch {r['decode_rows']} "
+          f"({r['decode_questions']} questions; spread "
           f"{r['decode_spread']}); weights-only ceiling {r['ceiling_tok_s']:.1f} tok/s "
           f"(spread {r['ceiling_spread']}): {100 * r['ratio_vs_ceiling']:.0f}% of it")
     p = r["profile"]
@@ -301,18 +321,29 @@ def main() -> None:
     parser.add_argument("--previous", metavar="REV", default=None,
                         help="also time the engine of this git revision, e.g. 6a1fe2c")
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--decode-only", type=int, metavar="ROWS", default=None,
+                        help="time only the decode phase and the ceiling, at ROWS rows")
     parser.add_argument("--baseline-questions", type=int, default=2,
                         help="questions the generate and previous-engine baselines decode")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads; on a shared CPU, fewer avoid oversubscription")
+    parser.add_argument("--cpu-clock", action="store_true",
+                        help="time with the process's CPU time (with --threads 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object only")
     args = parser.parse_args()
     args.max_new_tokens = {"gsm8k": 128, "arith": 48}
     if args.quick:
-        args.questions, args.repeat = min(args.questions, 3), 1
+        args.repeat = 1
+        if not args.decode_only:  # the decode phase alone is short on the full question set
+            args.questions = min(args.questions, 3)
         args.max_new_tokens["gsm8k"] = 64
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_clock:
+        if torch.get_num_threads() != 1:
+            parser.error("--cpu-clock needs --threads 1 (CPU time adds up the threads)")
+        global clock
+        clock = time.process_time
     previous = previous_engine(args.previous) if args.previous else None
 
     loaded = load_model(args.model, device="cpu", dtype=args.dtype)

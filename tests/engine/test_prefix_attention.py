@@ -1,5 +1,5 @@
-"""Shared-prefix attention and the row cache: exactness, agreement with a plain per-row cache,
-the shortcut patch's extra layers, supported architectures."""
+"""Shared-prefix attention and the row cache: exactness of the three-level cascade, agreement
+with a plain per-row cache, the shortcut patch's extra layers, supported architectures."""
 
 import pytest
 import torch
@@ -8,7 +8,7 @@ from toy import PAIRS, VOCAB
 from zerogap.decoding.blocking import entropy
 from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, noise, sample
-from zerogap.engine.attention import cascade, check_supported
+from zerogap.engine.attention import Questions, cascade, check_supported, key_mask
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hf import _stop_tokens
 
@@ -26,60 +26,91 @@ def _plain_attention(q, k, v, scaling):
     return (scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v).transpose(1, 2)
 
 
+@pytest.mark.parametrize("with_questions", [False, True])
 @pytest.mark.parametrize("prefix_len", [0, 7])
-def test_cascade_equals_softmax_over_prefix_and_own_keys(prefix_len):
+def test_cascade_equals_softmax_over_prefix_question_and_own_keys(prefix_len, with_questions):
     torch.manual_seed(0)
     rows, heads, kv_heads, dim, width = 5, 6, 2, 8, 9
     lengths = torch.tensor([9, 3, 1, 6, 9])  # own tokens per row; the rest of the width is junk
     q = torch.randn(rows, heads, 1, dim)
     pk, pv = torch.randn(1, kv_heads, prefix_len, dim), torch.randn(1, kv_heads, prefix_len, dim)
     ok, ov = torch.randn(rows, kv_heads, width, dim), torch.randn(rows, kv_heads, width, dim)
-    got = cascade(q, pk, pv, ok, ov, lengths[:, None], 0.3)
+    # Rows 0, 2, 3 share question slot 1 (4 tokens), rows 1, 4 slot 0 (2 tokens); slot 2 is
+    # a free slot whose stale keys no row reads.
+    group, member, q_len = torch.tensor([1, 0, 1, 1, 0]), torch.tensor([0, 0, 2, 1, 1]), [2, 4, 3]
+    qk, qv = torch.randn(3, kv_heads, 5, dim), torch.randn(3, kv_heads, 5, dim)
+    questions = None
+    if with_questions:
+        questions = Questions(qk, qv, key_mask(torch.tensor(q_len), 5, torch.float32),
+                              group * 3 + member, 3)
+    got = cascade(q, pk, pv, ok, ov, key_mask(lengths, width, torch.float32), 0.3, questions)
     assert got.shape == (rows, 1, heads, dim)
     for r in range(rows):
-        n = int(lengths[r])
-        k = torch.cat([pk[0], ok[r, :, :n]], 1)[None]
-        v = torch.cat([pv[0], ov[r, :, :n]], 1)[None]
+        n, g = int(lengths[r]), int(group[r])
+        mid = [qk[g, :, : q_len[g]]] if with_questions else []
+        mid_v = [qv[g, :, : q_len[g]]] if with_questions else []
+        k = torch.cat([pk[0], *mid, ok[r, :, :n]], 1)[None]
+        v = torch.cat([pv[0], *mid_v, ov[r, :, :n]], 1)[None]
         want = _plain_attention(q[r : r + 1], k, v, 0.3)
         assert torch.allclose(got[r : r + 1], want, atol=1e-5), r
 
 
-def test_row_cache_moves_last_rows_into_freed_slots():
+def _question(value: float, n: int) -> list:
+    return [(torch.full((1, 1, n, 1), value), torch.full((1, 1, n, 1), -value))]
+
+
+def _step(cache: RowCache, value: float) -> None:
+    cache.layers[0].update(torch.full((cache.rows, 1, 1, 1), value),
+                           torch.zeros(cache.rows, 1, 1, 1), 0)
+    cache.advance()
+
+
+def test_row_cache_keeps_a_question_once_and_moves_last_rows_into_freed_slots():
     prefix = [(torch.zeros(1, 1, 2, 1), torch.zeros(1, 1, 2, 1))]
-    cache = RowCache(prefix, 1, capacity=6, slots=4)
+    cache = RowCache(prefix, 1, capacity=6, slots=4, question_slots=3)
     for value, n in [(1.0, 1), (2.0, 2), (3.0, 3)]:
-        cache.add([(torch.full((1, 1, n, 1), value), torch.full((1, 1, n, 1), -value))], 2)
-    assert cache.rows == 6 and cache.width == 3 and cache.host_lengths == [1, 1, 2, 2, 3, 3]
+        cache.add(_question(value, n), 2)
+    assert cache.rows == 6 and cache.width == 0 and cache.question_width == 3
+    assert cache.layers[0].question_k[:3, 0, :, 0].tolist() == [[1, 0, 0], [2, 2, 0], [3, 3, 3]]
+    _step(cache, 7.0)
+    cache.layers[0].keys[:6, 0, 0, 0] = torch.arange(6.0)  # tell the rows' own keys apart
     order = cache.remove([0, 3, 5])
     assert order == [4, 1, 2]
-    keys = cache.layers[0].keys[:3, 0, :, 0]
-    assert keys[:, 0].tolist() == [3.0, 1.0, 2.0]
-    assert cache.lengths[:3].tolist() == cache.host_lengths == [3, 1, 2]
-    assert cache.get_seq_length() == 2 + 3
-    assert cache.remove([0]) == [2, 1] and cache.width == 2
-    cache.add([(torch.ones(1, 1, 4, 1), torch.ones(1, 1, 4, 1))], 1)  # a full row
+    assert cache.layers[0].keys[:3, 0, 0, 0].tolist() == [4.0, 1.0, 2.0]
+    assert cache.group[:3].tolist() == [2, 0, 1] and cache.member[:3].tolist() == [0, 1, 0]
+    layout = cache.layout(torch.float32)
+    assert (layout.group_slots, layout.question_width, layout.members) == (3, 3, 2)
+    assert layout.row_slot.tolist() == [4, 1, 2]  # group * members + member
+    assert cache.get_seq_length() == 2 + 3 + 1
+    assert cache.remove([0]) == [2, 1] and cache.question_width == 2  # question 3 has left
+    cache.add(_question(5.0, 1), 1)  # takes the freed slot 2
+    assert cache.group[: cache.rows].tolist() == [1, 0, 2] and cache.group_slots == 3
+    _step(cache, 8.0)
+    _step(cache, 8.0)
+    _step(cache, 8.0)
     with pytest.raises(ValueError, match="outgrew the row cache's 4 slots"):
         cache.layers[0].update(torch.ones(3, 1, 1, 1), torch.ones(3, 1, 1, 1), 0)
 
 
 def test_row_cache_grows_keeping_its_live_rows():
     prefix = [(torch.zeros(1, 1, 2, 1), torch.zeros(1, 1, 2, 1))]
-    cache = RowCache(prefix, 1, capacity=2, slots=3)
-    cache.add([(torch.full((1, 1, 2, 1), 5.0), torch.full((1, 1, 2, 1), -5.0))], 2)
+    cache = RowCache(prefix, 1, capacity=2, slots=3, question_slots=2)
+    cache.add(_question(5.0, 2), 2)
+    _step(cache, 6.0)
     with pytest.raises(ValueError, match="row cache full"):
-        cache.add([(torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))], 1)
+        cache.add(_question(1.0, 1), 1)
     cache.grow(4)
     cache.grow(3)  # never shrinks
     assert cache.capacity == 4 and cache.layers[0].keys.shape[0] == 4
-    assert cache.lengths.tolist() == [2, 2, 0, 0] and cache.rows == 2
-    assert cache.layers[0].keys[:2, 0, :2, 0].tolist() == [[5.0, 5.0], [5.0, 5.0]]
-    assert cache.layers[0].values[:2, 0, :2, 0].tolist() == [[-5.0, -5.0], [-5.0, -5.0]]
-    cache.add([(torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))], 2)
-    assert cache.rows == 4 and cache.host_lengths == [2, 2, 1, 1]
+    assert cache.lengths.tolist() == [1, 1, 0, 0] and cache.rows == 2
+    assert cache.layers[0].question_k[:1, 0, :, 0].tolist() == [[5.0, 5.0]]
+    assert cache.layers[0].question_v[:1, 0, :, 0].tolist() == [[-5.0, -5.0]]
+    cache.add(_question(1.0, 1), 2)
+    assert cache.rows == 4 and cache.host_lengths == [1, 1, 0, 0]
     # the next step writes each row's key at its own length, in the grown buffers
-    cache.layers[0].update(torch.full((4, 1, 1, 1), 9.0), torch.zeros(4, 1, 1, 1), 0)
-    assert cache.layers[0].keys[:, 0, :, 0].tolist() == [[5, 5, 9], [5, 5, 9], [1, 9, 0],
-                                                          [1, 9, 0]]
+    _step(cache, 9.0)
+    assert cache.layers[0].keys[:, 0, :, 0].tolist() == [[6, 9, 0], [6, 9, 0], [9, 0, 0],
+                                                          [9, 0, 0]]
 
 
 def _plain_sample(model, tok, prompt, key_of, m, temperature, max_new, eos=VOCAB - 1):

@@ -1,17 +1,19 @@
 """Shared-prefix ("cascade") attention, plugged into transformers' attention registry.
 
-For one decode step a row's query attends over the few-shot prefix that every row shares and
-over the row's own keys (its question and generated tokens). The two parts are computed
-separately and merged exactly through their maxima and log-sum-exp: with ``a_p`` and ``a_s``
-the scaled scores against the prefix and the row's own keys and ``m`` their common maximum,
+For one decode step a row's query attends over the few-shot prefix that every row shares,
+over its question's tokens (shared by the question's m samples) and over the row's own
+generated keys. The parts are computed separately and merged exactly through their
+log-sum-exps: with ``a_i`` the scaled scores against part ``i`` and ``m`` their common maximum,
 
-    o = (exp(a_p - m) V_p + exp(a_s - m) V_s) / (sum exp(a_p - m) + sum exp(a_s - m)),
+    o = sum_i exp(a_i - m) V_i / sum_i sum exp(a_i - m),
 
-which is softmax attention over the concatenation ``[prefix ; own keys]``. The prefix half for
-all rows is one matrix product per KV head, so the prefix keys and values are stored once and
-read once per step for the whole batch (Hydragen, Juravsky et al. 2024; FlashInfer's cascade
-attention). This is what lets the engine run many rows of an 8-shot prompt at once: sampling m
-responses per question is the cost centre of the protocol (arXiv 2608.07341, §4).
+which is softmax attention over the concatenation ``[prefix ; question ; own keys]``. The
+prefix part for all rows is one matrix product per KV head, so the prefix keys and values are
+stored once and read once per step for the whole batch (Hydragen, Juravsky et al. 2024;
+FlashInfer's cascade attention); a question's part is one product for its rows, so its keys
+are read once per step per question, not per sample. This is what lets the engine run many
+rows of an 8-shot prompt at once: sampling m responses per question is the cost centre of the
+protocol (arXiv 2608.07341, §4).
 
 The function is registered under :data:`NAME`. It computes cascade attention when the forward
 call carries the engine's :class:`~zerogap.engine.cache.RowCache` as ``zerogap_rows``, and
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 
@@ -29,24 +32,49 @@ NAME = "zerogap_prefix"
 ROWS_KWARG = "zerogap_rows"
 
 
+class Questions(NamedTuple):
+    """The middle level of the cascade: keys that a group of rows shares (a question's tokens,
+    read once for its m samples). See :class:`~zerogap.engine.cache.Layout` for the layout."""
+
+    keys: torch.Tensor  # (S, Hkv, L, D): one slot per group
+    values: torch.Tensor  # (S, Hkv, L, D)
+    mask: torch.Tensor  # (S, 1, 1, L) additive: -inf past each slot's question
+    row_slot: torch.Tensor  # (R,) long: each row's place in the padded (S * members) layout
+    members: int  # most rows of one group
+
+
+def key_mask(lengths: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, 1, width) additive mask: 0 over the first ``lengths[b]`` keys, ``-inf`` after
+    (the flash kernel takes an additive mask in the queries' dtype; it broadcasts over heads
+    and queries)."""
+    hidden = torch.arange(width, device=lengths.device) >= lengths[:, None]
+    mask = torch.zeros(hidden.shape, dtype=dtype, device=lengths.device)
+    return mask.masked_fill_(hidden, float("-inf"))[:, None, None]
+
+
 def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
-            own_k: torch.Tensor, own_v: torch.Tensor, visible: torch.Tensor,
-            scaling: float) -> torch.Tensor:
-    """Attention of each row's queries over the shared prefix and the row's own keys.
+            own_k: torch.Tensor, own_v: torch.Tensor, own_mask: torch.Tensor, scaling: float,
+            questions: Questions | None = None) -> torch.Tensor:
+    """Attention of each row's queries over the shared prefix, its group's question keys and
+    the row's own keys: softmax over their concatenation, merged exactly from the parts'
+    log-sum-exps.
 
     Parameters
     ----------
     query : (R, H, n, D)
         Queries after RoPE; head ``h`` uses KV head ``h // (H / Hkv)`` (grouped-query attention).
+        All ``n`` queries of a row see the same keys (the engine decodes one token per row).
     prefix_k, prefix_v : (1, Hkv, P, D)
         The shared prefix (P may be 0).
     own_k, own_v : (R, Hkv, W, D)
-        Each row's own keys and values, left-aligned; slots at or past a row's length hold
-        stale values that ``visible`` masks.
-    visible : (R, n) long
-        How many of its own slots query ``i`` of row ``r`` sees (causal, at least 1).
+        Each row's own keys and values, left-aligned; slots past a row's length hold stale
+        values that ``own_mask`` hides.
+    own_mask : (R, 1, 1, W)
+        Additive mask (:func:`key_mask`); every row sees at least one own key.
     scaling : float
         Score scale, usually ``D ** -0.5``.
+    questions : Questions, optional
+        The middle level; every group sees at least one of its keys.
 
     Returns
     -------
@@ -54,47 +82,66 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
         In ``query``'s dtype; the layout transformers' attention functions return.
     """
     rows, heads, n, dim = query.shape
-    kv_heads, width, prefix_len = own_k.shape[1], own_k.shape[2], prefix_k.shape[2]
-    group = heads // kv_heads
-    q = query.reshape(rows, kv_heads, group * n, dim)
-    # The row's own part (short: question and generated tokens): the rows are the batch.
-    hidden = torch.arange(width, device=q.device) >= visible[:, :, None]  # (R, n, W)
-    if n > 1:
-        hidden = hidden[:, None].expand(rows, group, n, width).reshape(rows, group * n, width)
-    o_s, lse_s = _attend_with_lse(q, own_k, own_v, scaling, hidden[:, None])
-    if prefix_len == 0:
-        return o_s.reshape(rows, heads, n, dim).transpose(1, 2).to(query.dtype)
-    # All rows' queries of one KV head form one (R*G*n, D) matrix against that head's keys.
-    q_all = q.transpose(0, 1).reshape(1, kv_heads, rows * group * n, dim)
-    o_p, lse_p = _attend_with_lse(q_all, prefix_k, prefix_v, scaling)
-    o_p = o_p[0].view(kv_heads, rows, group * n, dim).transpose(0, 1)
-    lse_p = lse_p[0].view(kv_heads, rows, group * n, 1).transpose(0, 1)
-    lse_s = lse_s[..., None]
-    top = torch.maximum(lse_p, lse_s)
-    w_p, w_s = (lse_p - top).exp_(), (lse_s - top).exp_()
-    out = (o_p.float() * w_p + o_s.float() * w_s).div_(w_p + w_s)
+    kv_heads = own_k.shape[1]
+    per_row = heads // kv_heads * n
+    q = query.reshape(rows, kv_heads, per_row, dim)
+    # The row's own part (short: its generated tokens): the rows are the batch.
+    parts = [_attend_with_lse(q, own_k, own_v, scaling, own_mask)]
+    if questions is not None:
+        parts.append(_question_part(q, questions, scaling))
+    if prefix_k.shape[2]:
+        # All rows' queries of one KV head form one (R*G*n, D) matrix against that head's keys.
+        q_all = q.transpose(0, 1).reshape(1, kv_heads, rows * per_row, dim)
+        o_p, lse_p = _attend_with_lse(q_all, prefix_k, prefix_v, scaling)
+        parts.append((o_p[0].view(kv_heads, rows, per_row, dim).transpose(0, 1),
+                      lse_p[0].view(kv_heads, rows, per_row).transpose(0, 1)))
+    if len(parts) == 1:
+        out = parts[0][0]
+    else:
+        top = torch.stack([lse for _, lse in parts]).amax(0)
+        weights = [(lse - top).exp_()[..., None] for _, lse in parts]
+        out, total = parts[0][0].float() * weights[0], weights[0]
+        for (o, _), w in zip(parts[1:], weights[1:], strict=True):
+            out, total = out.add_(o.float() * w), total + w
+        out = out.div_(total)
     return out.reshape(rows, heads, n, dim).transpose(1, 2).to(query.dtype)
 
 
+def _question_part(q: torch.Tensor, questions: Questions,
+                   scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each group's rows attend to their question's keys together: the rows' queries are
+    placed in a padded (slots, members) layout, one (members*G*n, D) matrix per group and KV
+    head, and read back per row. Padding queries are zeros, and their results are never read."""
+    rows, kv_heads, per_row, dim = q.shape
+    slots, members = questions.keys.shape[0], questions.members
+    padded = q.new_zeros(slots * members, kv_heads, per_row, dim)
+    padded.index_copy_(0, questions.row_slot, q)
+    padded = (padded.view(slots, members, kv_heads, per_row, dim).transpose(1, 2)
+              .reshape(slots, kv_heads, members * per_row, dim))
+    o, lse = _attend_with_lse(padded, questions.keys, questions.values, scaling, questions.mask)
+    o = (o.view(slots, kv_heads, members, per_row, dim).transpose(1, 2)
+         .reshape(slots * members, kv_heads, per_row, dim).index_select(0, questions.row_slot))
+    lse = (lse.view(slots, kv_heads, members, per_row).transpose(1, 2)
+           .reshape(slots * members, kv_heads, per_row).index_select(0, questions.row_slot))
+    return o, lse
+
+
 def _attend_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float,
-                     hidden: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of (B, Hkv, L, D) queries over (B, Hkv, S, D) keys: the normalised output
     (B, Hkv, L, D) and the float32 log-sum-exp of the scores (B, Hkv, L).
 
-    ``hidden`` (B, 1, L, S) bool marks keys a query must not see (every query sees at least
-    one). On a CPU this is PyTorch's flash-attention kernel, which returns the log-sum-exp and
-    reads the keys in cache-sized blocks (several times faster than the explicit product here,
-    and more so in bfloat16); elsewhere the explicit product in float32.
+    ``mask`` (B, 1, 1, S) is additive (:func:`key_mask`). On a CPU this is PyTorch's
+    flash-attention kernel, which returns the log-sum-exp and reads the keys in cache-sized
+    blocks (several times faster than the explicit product here, and more so in bfloat16);
+    elsewhere the explicit product in float32.
     """
     if q.device.type == "cpu":
-        mask = None
-        if hidden is not None:  # the kernel takes an additive mask in the queries' dtype
-            mask = torch.zeros(hidden.shape, dtype=q.dtype).masked_fill_(hidden, float("-inf"))
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, False, attn_mask=mask, scale=scaling)
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(scaling)
-    if hidden is not None:
-        scores.masked_fill_(hidden, float("-inf"))
+    if mask is not None:
+        scores += mask
     lse = scores.logsumexp(-1)
     return torch.matmul(scores.sub_(lse[..., None]).exp_(), v.float()), lse
 
@@ -109,7 +156,13 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
                                       scaling=scaling, dropout=dropout, **kwargs)
     layer = rows.layers[module.layer_idx]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    out = cascade(query, layer.prefix_k, layer.prefix_v, key, value, rows.visible, scale)
+    layout = rows.layout(query.dtype)
+    questions = None
+    if layout.group_slots:
+        questions = Questions(*layer.questions(layout), layout.group_mask, layout.row_slot,
+                              layout.members)
+    out = cascade(query, layer.prefix_k, layer.prefix_v, key, value, layout.own_mask, scale,
+                  questions)
     return out, None
 
 

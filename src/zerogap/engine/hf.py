@@ -7,10 +7,11 @@ How one call works:
 2. Each question's remaining tokens are encoded on top of that prefix once; all its samples
    start from those keys.
 3. Rows (one per sample) from several questions decode together in a
-   :class:`~zerogap.engine.cache.RowCache`: the prefix once, each row's own keys (question,
-   then generated tokens) in preallocated buffers written in place. The attention of
-   :mod:`zerogap.engine.attention` reads the prefix once per step for all rows and merges it
-   exactly with each row's own part (log-sum-exp); position ids are explicit.
+   :class:`~zerogap.engine.cache.RowCache`: the prefix once, a question's tokens once for its
+   rows, each row's generated keys in preallocated buffers written in place. The attention of
+   :mod:`zerogap.engine.attention` reads the prefix once per step for all rows, a question's
+   keys once for its rows, and merges them exactly with each row's own part (log-sum-exp);
+   position ids are explicit.
 4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once (the last
    rows move into their slots), and queued samples take the free slots when enough are free.
 
@@ -232,7 +233,8 @@ class _Decoder:
         self.prefix_len = _common_prefix_length(self.ids)
         self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
-        self.max_own = max(len(x) for x in self.ids) - self.prefix_len + max_new_tokens
+        self.max_question = max(len(x) for x in self.ids) - self.prefix_len
+        self.max_own = self.max_question + max_new_tokens
         self.rows_needed = len(prompts) * rows_per_question
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -487,7 +489,8 @@ class _Decoder:
         the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
         if self.cache is None:
             self.cache = RowCache(self._layer_prefix(groups[0][3]), self.own_layers,
-                                  capacity=capacity, slots=self.max_own)
+                                  capacity=capacity, slots=self.max_new,
+                                  question_slots=self.max_question)
         elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
             self.cache.grow(capacity)
         new_logits, new_rows = [], []

@@ -111,11 +111,13 @@ def gumbel_argmax(
     # Every token that can win lies within the noise span of its row's best score.
     best = scores.amax(-1, keepdim=True)  # (R, 1)
     r_i, v_i = (scores >= best - _SPAN * temperature).nonzero(as_tuple=True)  # (C,) each
-    noise = _gumbel(step_keys[r_i], hashes[v_i][:, None])[:, 0]
-    perturbed = scores[r_i, v_i] / temperature + noise  # (C,)
+    # Flat index_select, not scores[r_i, v_i]: the same values, ten times faster on a CPU.
+    picked = scores.reshape(-1).index_select(0, r_i * scores.shape[-1] + v_i)
+    noise = _gumbel(step_keys.index_select(0, r_i), hashes.index_select(0, v_i)[:, None])[:, 0]
+    perturbed = picked / temperature + noise  # (C,)
     rows = scores.shape[0]
     top = perturbed.new_full((rows,), float("-inf")).scatter_reduce(0, r_i, perturbed, "amax")
-    win = perturbed == top[r_i]
+    win = perturbed == top.index_select(0, r_i)
     # argmax's tie rule: the lowest token id among the maxima
     return v_i.new_full((rows,), scores.shape[-1]).scatter_reduce(0, r_i[win], v_i[win], "amin")
 
