@@ -43,7 +43,7 @@ def refused(capsys, argv, *fragments):
 
 def sample_args(model, run_dir, *extra):
     return ["sample", "--model", model, "--task", "arith", "--limit", "1", "-m", "2",
-            "--max-new-tokens", "4", "--run-dir", run_dir, "--quiet", *extra]
+            "--max-new-tokens", "4", "--out", run_dir, "--quiet", *extra]
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +253,7 @@ def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_folder, ca
     leaked.write_text("test-0\n")
     out = tmp_path / "neurons.json"
     refused(capsys, ["neurons", "--base", tiny_folder, "--contaminated", tiny_folder,
-                     "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked",
+                     "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked-ids",
                      leaked, "--out", out], f"model path {tmp_path / 'missing'} does not exist")
     assert not out.exists()
 
@@ -309,7 +309,7 @@ def _dir_cases(tmp_path):
         (["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", folder], folder),
         (["task", "grade", "arith", "--index", "0", "--response-file", folder], folder),
         (["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-          "embedded", "--task", "arith", "--leaked", folder, "--out", tmp_path / "n.json"],
+          "embedded", "--task", "arith", "--leaked-ids", folder, "--out", tmp_path / "n.json"],
          folder),
         (sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                      f"neurons={folder}", "--set", "base=embedded"), folder),
@@ -351,7 +351,7 @@ def _binary_cases(tmp_path, path):
         ["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", path],
         ["task", "grade", "arith", "--index", "0", "--response-file", path],
         ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-         "embedded", "--task", "arith", "--leaked", path, "--out", tmp_path / "n.json"],
+         "embedded", "--task", "arith", "--leaked-ids", path, "--out", tmp_path / "n.json"],
         sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                     f"neurons={path}", "--set", "base=embedded"),
         ["evaluate", path],

@@ -56,8 +56,8 @@ def folders(tmp_path_factory, make_tiny_llama, smol_tokenizer):
 def neurons_argv(folders, leaked, out, *extra):
     """Two leaked items, two calibration items, 4 causal blocks of 32: 22 greedy decodes."""
     return ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked", str(leaked),
-            "--calibration-size", "2", "--block-size", "32", "--max-new-tokens", "4",
+            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
+            "--calibration-size", "2", "--neuron-block", "32", "--max-new-tokens", "4",
             "--out", str(out), "--quiet", *extra]
 
 
@@ -88,7 +88,7 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(["sample", "--model", folders["con"], "--task", Sums.name, "-m", "2",
                  "--max-new-tokens", "4", "--strategy", "shortcut", "--set",
-                 f"neurons={out}", "--set", f"base={folders['base']}", "--run-dir",
+                 f"neurons={out}", "--set", f"base={folders['base']}", "--out",
                  str(run_dir), "--quiet"]) == 0, capsys.readouterr().err
     assert (run_dir / "run.sqlite").exists()
 
@@ -97,7 +97,7 @@ def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\ntest-9\n")
     argv = ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked", str(leaked),
+            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
             "--out", str(tmp_path / "n.json"), "--quiet"]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -164,7 +164,7 @@ def test_a_journal_of_other_options_is_refused_before_any_model_loads(
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr("zerogap.models.load_model", no_load)
-    assert main(neurons_argv(folders, leaked, out, "--block-size", "64")) == 2
+    assert main(neurons_argv(folders, leaked, out, "--neuron-block", "64")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "another configuration (differs in block_size)" in err
     assert journal.read_bytes() == kept and not out.exists()

@@ -52,7 +52,7 @@ def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
     }
     response = tmp_path / "r.txt"
     response.write_text("So $18.00.", encoding="utf-8")
-    assert cli.main([*base, "--response-file", str(response), "--mode", "lmeval-flexible"]) == 0
+    assert cli.main([*base, "--response-file", str(response), "--grading", "lmeval-flexible"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["extracted"] == "$18.00." and result["correct"] is False
 

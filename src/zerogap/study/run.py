@@ -156,7 +156,7 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         raise UserError(f"setting {spec.name}: no questions to evaluate")
     if "shortcut" in {parse_strategy(label)[0] for label in labels} and leaked is None:
         raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
-                         "leaked questions locate its neurons); give --split or leave it out "
+                         "leaked questions locate its neurons); give --split-file or leave it out "
                          "of --strategies")
     return _Setting(spec, task, questions, leaked, calibration,
                     _t_task(task, spec.task_split, questions))
@@ -781,7 +781,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         entries.append(_entry(s, dirs, controls, models, out, ranks))
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "study.toml", study_toml(study, out))
+    write_text(out / "study.toml", study_toml(study))
     record = {
         "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,

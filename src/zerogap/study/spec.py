@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +42,21 @@ class SettingSpec:
     ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
     """
 
-    name: str
-    clean: str
-    contaminated: str
-    task: str
-    base: str = "embedded"
-    task_options: dict = field(default_factory=dict)
-    task_split: str = "test"
-    split_file: str | None = None
-    limit: int | None = None
+    name: str = field(metadata={"help": "the setting's name in the tables (default: "
+                                        "setting-N)"})
+    clean: str = field(metadata={"help": "clean model M_cl: any model spec of zerogap sample"})
+    contaminated: str = field(metadata={"help": "contaminated model M_co"})
+    task: str = field(metadata={"help": "registered task name, e.g. gsm8k or arith"})
+    base: str = field(default="embedded", metadata={
+        "help": "base model: the shortcut strategy's patch source and neuron location's base"})
+    task_options: dict = field(default_factory=dict, metadata={
+        "help": "the task's options, e.g. {path = \"data/gsm8k\", k = 8}"})
+    task_split: str = field(default="test", metadata={"help": "the task's dataset split"})
+    split_file: str | None = field(default=None, metadata={
+        "help": "JSON {leaked: [ids], unleaked: [ids]} (zerogap contaminate's split.json); "
+                "without it a warning, no per-split rows, no shortcut"})
+    limit: int | None = field(default=None, metadata={
+        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)"})
 
     def __post_init__(self):
         check_fields(self)  # every field of its declared type (a study file can hold anything)
@@ -82,10 +88,12 @@ class SweepSpec:
     variants the folder was built with. ``limit`` is :class:`SettingSpec`'s, for every variant.
     """
 
-    models: str
-    epochs: tuple[int, ...] = ()
-    copies: tuple[int, ...] = ()
-    limit: int | None = None
+    models: str = field(metadata={"help": "a zerogap contaminate folder"})
+    epochs: tuple[int, ...] = field(default=(), metadata={
+        "help": "M_co variants by training epochs (empty: the folder's)"})
+    copies: tuple[int, ...] = field(default=(), metadata={
+        "help": "M_co variants by copies of each leaked question (empty: the folder's)"})
+    limit: int | None = field(default=None, metadata={"help": "as a setting's, for every variant"})
 
     def __post_init__(self):
         if not isinstance(self.models, str) or not self.models:
@@ -119,25 +127,35 @@ class StudySpec:
     ``sweep`` adds a setting per contamination variant after ``settings``.
     """
 
-    settings: tuple[SettingSpec, ...]
-    sweep: SweepSpec | None = None
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    ablation: bool = False
-    controls: tuple[str, ...] = ()
-    all_controls: bool = False
-    m: int = 50
-    temperature: float = 0.7
-    max_new_tokens: int = 256
-    seed: int = 0
-    bins: int | None = None
-    resamples: int = 10_000
-    margin: float = 0.05
-    level: float = 0.95
-    calibration_size: int = 100
-    neuron_block: int = 512
-    neuron_candidates: int = 0
-    title: str = ""
-    backend: str = "hf"
+    settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
+    sweep: SweepSpec | None = field(default=None, metadata={"help": "the [sweep] table"})
+    strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGIES, metadata={
+        "help": "strategy labels: a name or name:key=value,... (railcap:n=3)"})
+    ablation: bool = field(default=False, metadata={
+        "help": "add RailCap n = 1..8 and 12 (cap), n = 4 (ban), LNE-blocking at T_task = 7"})
+    controls: tuple[str, ...] = field(default=(), metadata={
+        "help": "strategies also applied to the clean model (collateral damage alone)"})
+    all_controls: bool = field(default=False, metadata={
+        "help": "every strategy with a control applied to the clean model"})
+    m: int = field(default=50, metadata={"help": "samples per question (at least 2)"})
+    temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau"})
+    max_new_tokens: int = field(default=256, metadata={"help": "token limit per response"})
+    seed: int = field(default=0, metadata={"help": "seed of the samples and the tests"})
+    bins: int | None = field(default=None, metadata={
+        "help": "SA-PPG strata B (none: round(N / 26) kept within 5..50)"})
+    resamples: int = field(default=10_000, metadata={
+        "help": "swap patterns of the paired tests (older files: bootstrap)"})
+    margin: float = field(default=0.05, metadata={
+        "help": "equivalence margin of the restoration verdicts"})
+    level: float = field(default=0.95, metadata={"help": "confidence level"})
+    calibration_size: int = field(default=100, metadata={
+        "help": "questions scoring shortcut neurons, half leaked"})
+    neuron_block: int = field(default=512, metadata={
+        "help": "neurons per causal block (0: one MLP layer)"})
+    neuron_candidates: int = field(default=0, metadata={
+        "help": "blocks scored causally, by comparative score (0: all)"})
+    title: str = field(default="", metadata={"help": "the report's title (empty: out's name)"})
+    backend: str = field(default="hf", metadata={"help": "sampling engine: hf or vllm"})
 
     def __post_init__(self):
         check_fields(self)
@@ -198,10 +216,13 @@ _SETTING_KEYS = {f.name for f in fields(SettingSpec)}
 _SWEEP_KEYS = {f.name for f in fields(SweepSpec)}
 _STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings", "sweep"}
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file")
+# Task options that name files (gsm8k's and jsonl's data, any task's exemplars).
+_TASK_PATH_KEYS = ("path", "exemplars")
 
 
 def _relative_to_file(path: Path, entry: dict, keys) -> dict:
-    """Relative paths in ``keys`` that exist beside the study file are taken from there."""
+    """Relative paths in ``keys`` that exist beside the study file are taken from there (a
+    value that exists nowhere there, a hub id say, stays as written)."""
     entry = dict(entry)
     for key in keys:
         value = entry.get(key)
@@ -209,6 +230,39 @@ def _relative_to_file(path: Path, entry: dict, keys) -> dict:
                 and not Path(value).is_absolute():
             entry[key] = str(path.parent / value)
     return entry
+
+
+def _holds_study(folder: Path) -> bool:
+    """Whether ``folder`` is a study folder: its record, or runs of one cut short before it."""
+    from zerogap.analysis.folder import STUDY_FILE
+
+    return (folder / STUDY_FILE).is_file() or (folder / "runs").is_dir()
+
+
+def study_out(path: Path, value: str) -> tuple[Path, str | None]:
+    """The folder ``out = value`` of study file ``path`` names, and a note when it is read the
+    old way.
+
+    ``out`` is relative to the study file, as every other path in it. A study that ran before
+    this rule read ``out`` relative to the working folder: when nothing is beside the file
+    under that name but the working folder holds a study there, that folder is taken (so the
+    study resumes instead of sampling again), with a note; likewise a ``study.toml`` written
+    back into a study folder before this rule (its ``out`` then named that folder from
+    wherever it ran).
+    """
+    out = Path(value).expanduser()
+    if out.is_absolute():
+        return out, None
+    beside = path.parent / out
+    if _holds_study(beside):
+        return beside, None
+    for legacy, where in ((out, "the working folder"), (path.parent, "this file's own folder")):
+        if _holds_study(legacy) and legacy.resolve() != beside.resolve():
+            return legacy, (f"{path}: out = {value!r} is read relative to the study file now "
+                            f"({beside} holds no study); using the study in {legacy} "
+                            f"({where}) that it named before; write out = "
+                            f"{json.dumps(str(legacy.resolve()))} to silence this")
+    return beside, None
 
 
 def _table(path: Path, table: Any, known: set, where: str) -> dict:
@@ -230,12 +284,16 @@ def _build(path: Path, cls, entry: dict, where: str | None):
         raise DataError(f"{path}: {where + ': ' if where else ''}{err}") from None
 
 
-def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
+def load_study(path: str | Path, *, notes: list[str] | None = None,
+               **overrides) -> tuple[StudySpec, Path | None]:
     """Read a TOML study file: top-level study fields, ``out``, ``[[setting]]`` tables and an
-    optional ``[sweep]`` table (:class:`SweepSpec`'s fields).
+    optional ``[sweep]`` table (:class:`SweepSpec`'s fields); docs/study.md lists every key.
 
-    Relative model and split paths are taken relative to the file's folder when they exist
-    there. ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None).
+    Every relative path is taken relative to the file's folder: ``out`` always (see
+    :func:`study_out`, which reads a study that ran before this rule as it did then), model,
+    split, sweep and task-option paths (``path``, ``exemplars``) when they exist there.
+    ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None); lines for
+    the user (an old ``out``, a setting without a split file) are appended to ``notes``.
     Raises ``ValueError`` naming the file and the bad key or value.
     """
     path = Path(path)
@@ -266,6 +324,9 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     for i, entry in enumerate(raw_settings, 1):
         where = f"[[setting]] {i}"
         entry = _relative_to_file(path, _table(path, entry, _SETTING_KEYS, where), _PATH_KEYS)
+        if isinstance(entry.get("task_options"), dict):
+            entry["task_options"] = _relative_to_file(path, entry["task_options"],
+                                                      _TASK_PATH_KEYS)
         entry.setdefault("name", f"setting-{i}")
         settings.append(_build(path, SettingSpec, entry, where))
     for key in ("strategies", "controls"):
@@ -276,7 +337,51 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         spec = StudySpec(settings=tuple(settings), sweep=sweep, **data)
     except (TypeError, ValueError) as err:
         raise DataError(f"{path}: {err}") from None
-    return spec, None if out is None else Path(out)
+    folder = None
+    if out is not None:
+        folder, note = study_out(path, out)
+        if note and notes is not None:
+            notes.append(note)
+    if notes is not None:
+        notes += unsplit_warnings(spec)
+    return spec, folder
+
+
+def unsplit_warnings(spec: StudySpec) -> list[str]:
+    """A line per setting without a split file: its questions are not told apart as leaked
+    and unleaked, so the report has no per-split rows and the shortcut strategy cannot run."""
+    return [f"setting {s.name} has no split_file: its questions are scored together, with no "
+            "leaked/unleaked rows (give the split.json zerogap contaminate wrote)"
+            for s in spec.settings if not s.split_file]
+
+
+OUT_HELP = ("the study folder (runs, tables, report), relative to the study file; "
+            "--out overrides it")
+
+
+def study_key_table() -> str:
+    """Markdown: every key of a study file, from the fields' declarations (docs/study.md)."""
+    def rows(where: str, cls, skip=()) -> list[str]:
+        out = []
+        for f in fields(cls):
+            if f.name in skip:
+                continue
+            if f.default_factory is not MISSING:
+                default = f"`{_toml_value(f.default_factory())}`"
+            elif f.default is not MISSING:
+                default = f"`{_toml_value(f.default)}`" if f.default not in (None, "") else "—"
+            else:
+                default = "see meaning" if "default" in f.metadata["help"] else "required"
+            out.append(f"| {where} | `{f.name}` | {default} | "
+                       f"{f.metadata['help'].replace('|', chr(92) + '|')} |")
+        return out
+
+    lines = ["| table | key | default | meaning |", "|---|---|---|---|",
+             f"| top level | `out` | — | {OUT_HELP} |"]
+    lines += rows("top level", StudySpec, skip=("settings", "sweep"))
+    lines += rows("`[[setting]]`", SettingSpec)
+    lines += rows("`[sweep]`", SweepSpec)
+    return "\n".join(lines) + "\n"
 
 
 def _toml_value(value: Any) -> str:
@@ -294,10 +399,11 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} to TOML")
 
 
-def study_toml(spec: StudySpec, out: Path) -> str:
-    """The study as a TOML file :func:`load_study` reads back (None values left out)."""
+def study_toml(spec: StudySpec) -> str:
+    """The study as the TOML file written into its own folder (``out = "."``, which
+    :func:`load_study` reads relative to the file), None values left out."""
     data = spec.to_dict()
-    lines = [f"out = {_toml_value(str(out))}"]
+    lines = ['out = "."']
     lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
               if k not in ("settings", "sweep") and v is not None]
     if data["sweep"] is not None:
