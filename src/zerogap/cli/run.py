@@ -18,6 +18,8 @@ from zerogap.cli.flags import (
 from zerogap.engine.load import BACKENDS
 from zerogap.errors import UserError
 
+# --chat-template without a file: the tokenizer's own template.
+TOKENIZER_TEMPLATE = "tokenizer"
 # How SamplingSpec's fields are spelled on the command line (the rest: --field-name).
 SAMPLING_FLAGS = {"m": ("-m",), "temperature": ("-T", "--temperature")}
 
@@ -48,6 +50,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="registered strategy name (see 'zerogap strategy list')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                    help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
+    p.add_argument("--chat-template", nargs="?", const=TOKENIZER_TEMPLATE, default=None,
+                   metavar="FILE",
+                   help="prompt instruct models through a chat template: the tokenizer's own "
+                        "(no value) or a Jinja file; recorded with the run (default: the raw "
+                        "prompt)")
+    p.add_argument("--system-instruction", default=None, metavar="TEXT",
+                   help="a system message (with --chat-template; else put before the prompt, "
+                        "then a blank line); recorded with the run (default: none)")
     add_out(p, "run directory (SQLite store) to create or resume")
     renamed(p, "--run-dir", "--out")
     add_running_arguments(p)
@@ -221,6 +231,11 @@ def _prepare(args):
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
     task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
+    template = args.chat_template
+    if template not in (None, TOKENIZER_TEMPLATE):
+        from zerogap.io.files import read_text
+
+        template = read_text(template)
     greedy_dir = getattr(args, "greedy_dir", None)
     if greedy_dir is not None and greedy_dir.resolve() == args.out.resolve():
         greedy_dir = None  # one store, one writer
@@ -239,6 +254,10 @@ def _prepare(args):
 
     loaded, backend = load_engine(args.model, args.backend, engine)
     from zerogap.runs import check_first_prompt
+    from zerogap.tasks.chat import chat_prompts
+
+    task = chat_prompts(task, loaded.tokenizer, template=template,
+                        system=args.system_instruction)
     check_first_prompt(loaded, task, questions, spec.max_new_tokens)  # before a store exists
     store = RunStore(args.out)
     try:
