@@ -116,10 +116,11 @@ READERS = {
                    lambda f, w: ["score", "--clean", f, "--mitigated", f"r={f}",
                                  "--resamples", "0", "--noise-sims", "5"]),
     "task-jsonl": ("test.jsonl", _contents(jsonl(records(QA_FIELDS))),
-                   lambda f, w: ["task", "show", "jsonl", "--path", f, "--index", "0"]),
+                   lambda f, w: ["task", "show", "jsonl", "--task-option", f"path={f}",
+                                 "--index", "0"]),
     "exemplars": ("exemplars.jsonl", _contents(jsonl(records(QA_FIELDS))),
-                  lambda f, w: ["task", "show", "arith", "--index", "0", "--k", "1",
-                                "--exemplars", f]),
+                  lambda f, w: ["task", "show", "arith", "--index", "0", "--task-option", "k=1",
+                                "--task-option", f"exemplars={f}"]),
     "leaked-ids": ("leaked.txt", _contents(st.lists(st.sampled_from(["test-0", "test-1"])
                                                     | st.text(max_size=8), max_size=4).map(
         lambda ids: "\n".join(ids).encode())),

@@ -306,7 +306,8 @@ def _dir_cases(tmp_path):
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     return [
-        (["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", folder], folder),
+        (["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
+          f"exemplars={folder}"], folder),
         (["task", "grade", "arith", "--index", "0", "--response-file", folder], folder),
         (["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
           "embedded", "--task", "arith", "--leaked-ids", folder, "--out", tmp_path / "n.json"],
@@ -347,8 +348,9 @@ def _binary_cases(tmp_path, path):
     leaked_ok.write_text("test-0\n")
     return [
         ["score", "--clean", path, "--mitigated", f"r={CLEAN}"],
-        ["task", "show", "jsonl", "--path", path, "--index", "0"],
-        ["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", path],
+        ["task", "show", "jsonl", "--task-option", f"path={path}", "--index", "0"],
+        ["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
+         f"exemplars={path}"],
         ["task", "grade", "arith", "--index", "0", "--response-file", path],
         ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
          "embedded", "--task", "arith", "--leaked-ids", path, "--out", tmp_path / "n.json"],
@@ -419,5 +421,5 @@ def test_a_gold_answer_in_exponent_notation_is_refused_not_read_as_one(tmp_path,
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps({"question": "How many?", "answer": "#### 7"}) + "\n"
                     + json.dumps({"question": "How big?", "answer": "#### 1e400"}) + "\n")
-    refused(capsys, ["task", "show", "jsonl", "--path", path, "--index", "0"],
+    refused(capsys, ["task", "show", "jsonl", "--task-option", f"path={path}", "--index", "0"],
             f"{path}:2: gold answer '#### 1e400' is in exponent notation")

@@ -168,3 +168,19 @@ def test_a_journal_of_other_options_is_refused_before_any_model_loads(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "another configuration (differs in block_size)" in err
     assert journal.read_bytes() == kept and not out.exists()
+
+
+def test_location_reports_every_decode_of_every_pass(make_tiny_llama, smol_tokenizer):
+    """The progress callback advances question by question through each greedy pass (two
+    leaked decodes, then 2 unpatched and 2 x 4 patched passes over 2 calibration items), so a
+    long causal scoring never sits on one block; the total is known from the first call."""
+    from zerogap.pipelines.neurons import locate_neurons
+
+    task = Sums()
+    questions = task.questions()
+    base, con, un = (make_tiny_llama(seed) for seed in range(3))
+    calls = []
+    locate_neurons(base, con, un, smol_tokenizer, task, questions[:2], questions[2:],
+                   block_size=32, max_new_tokens=4, progress=lambda *c: calls.append(c))
+    assert calls[0] == (0, 22) and {total for _, total in calls} == {22}
+    assert [done for done, _ in calls] == list(range(23))

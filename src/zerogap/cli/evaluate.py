@@ -136,13 +136,16 @@ class ProgressLine:
         self.stream, self.tty = stream, stream.isatty()
         self.every = every or (1.0 if self.tty else 15.0)
         self.state, self.stage, self.last = None, None, 0.0
+        self.eta: float | None = None
+        self.eta_at = 0.0
         self.lock, self.done = threading.Lock(), threading.Event()
         self.clock = threading.Thread(target=self._tick, daemon=True)
         self.clock.start()
 
     def __call__(self, state) -> None:
         with self.lock:
-            self.state = state
+            # The ETA as of this event, counted down between events (never up while waiting).
+            self.state, self.eta, self.eta_at = state, state.eta, time.monotonic()
             if state.stage != self.stage or time.monotonic() - self.last >= self.every:
                 self._draw()
 
@@ -157,8 +160,11 @@ class ProgressLine:
         if state is None:
             return
         self.last, self.stage = time.monotonic(), state.stage
-        eta = "?" if state.eta is None else _duration(state.eta)
-        line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | "
+        eta = "?" if self.eta is None else _duration(max(0.0, self.eta - (self.last -
+                                                                           self.eta_at)))
+        part = (f"{state.part_done}/{state.part_total} {state.part_unit} | "
+                if state.part_total else "")
+        line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | {part}"
                 f"{state.questions_done}/{state.questions_total} questions | "
                 f"{state.tokens_per_second:.0f} tok/s | ETA {eta} | {_duration(state.elapsed)}")
         self.stream.write("\r\033[K" + line if self.tty else line + "\n")

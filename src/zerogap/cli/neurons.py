@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -54,6 +55,27 @@ def register(subparsers) -> None:
     p.set_defaults(func=_neurons)
 
 
+@contextlib.contextmanager
+def decode_bar(quiet: bool):
+    """A ``progress(done, total)`` callback drawn as one labelled bar of greedy decodes, its
+    rate (and ETA) from the decodes made in this process only (a resumed journal's are not)."""
+    if quiet:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(desc="neuron location", unit="decode", dynamic_ncols=True, smoothing=0.05) as bar:
+        def progress(done: int, total: int) -> None:
+            if bar.total is None:
+                bar.reset(total)
+                bar.initial = bar.n = done
+                bar.refresh()
+            else:
+                bar.update(done - bar.n)
+
+        yield progress
+
+
 def _neurons(args) -> int:
     from zerogap.config import parse_pairs
     from zerogap.engine.base import SamplingSpec
@@ -99,13 +121,13 @@ def _neurons(args) -> int:
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
-    ranking, meta = locate_neurons(
-        models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
-        models["contaminated"].tokenizer, task, leaked, calibration,
-        block_size=args.neuron_block, candidates=args.neuron_candidates,
-        max_new_tokens=args.max_new_tokens,
-        progress=not args.quiet, journal=journal,
-    )
+    with decode_bar(args.quiet) as progress:
+        ranking, meta = locate_neurons(
+            models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
+            models["contaminated"].tokenizer, task, leaked, calibration,
+            block_size=args.neuron_block, candidates=args.neuron_candidates,
+            max_new_tokens=args.max_new_tokens, progress=progress, journal=journal,
+        )
     meta.update({
         role: {"spec": m.spec, "fingerprint": m.fingerprint} for role, m in models.items()
     })
