@@ -70,14 +70,21 @@ def test_the_copy_in_a_study_folder_names_that_folder_old_and_new(tmp_path, monk
     assert load_study(new, notes=notes)[1] == folder and len(notes) == 1  # the split warning
 
 
-def test_evaluate_warns_about_a_setting_without_a_split_file(tmp_path, capsys):
-    path = _study(tmp_path)
-    assert cli.main(["evaluate", str(path)]) == 2  # the models do not exist: refused after
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("zerogap evaluate: warning: setting s has no split_file")
-    assert err[-1].startswith("zerogap evaluate: error:") and len(err) == 2
+def test_the_split_warning_of_the_flags_and_a_refused_study_in_one_line(tmp_path, capsys):
+    from zerogap.cli import build_parser
+    from zerogap.cli.evaluate import _study_from_args
+
+    argv = ["evaluate", "--clean", "cl", "--contaminated", "co", "--task", "arith", "--out",
+            str(tmp_path / "o")]
+    notes = []
+    _study_from_args(build_parser().parse_args(argv), notes)
+    assert len(notes) == 1 and notes[0].startswith("setting setting has no split_file")
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"leaked": ["test-0"], "unleaked": ["test-1"]}))
-    path.write_text('out = "o"\n' + SETTING + 'split_file = "split.json"\n')
-    assert cli.main(["evaluate", str(path)]) == 2
-    assert "warning" not in capsys.readouterr().err
+    notes = []
+    _study_from_args(build_parser().parse_args([*argv, "--split-file", str(split)]), notes)
+    assert notes == []
+    # A study refused (its models do not exist) says so in one line, warnings held back.
+    assert cli.main(["evaluate", str(_study(tmp_path))]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("zerogap evaluate: error:")

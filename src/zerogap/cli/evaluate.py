@@ -292,9 +292,9 @@ def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> in
 def _evaluate(args) -> int:
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
-    for note in notes:
-        print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
     _check_study(study, out)
+    for note in notes:  # after the checks: a refused study is one line
+        print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
     return _run_study(study, out, args, engine_options(args, study.backend))
 
 
