@@ -139,7 +139,7 @@ READERS = {
                                         "--quiet"]),
     "split-json": ("split.json", _contents(SPLITS),
                    lambda f, w: ["evaluate", "--clean", "embedded", "--contaminated", "embedded",
-                                 "--task", "arith", "--split", f, "--out", w / "out",
+                                 "--task", "arith", "--split-file", f, "--out", w / "out",
                                  "--device", "bogus", "--quiet"]),
 }
 

@@ -317,7 +317,7 @@ def _dir_cases(tmp_path):
         (["score", "--clean", CLEAN, "--mitigated", f"r={CLEAN}", "--json", folder], folder),
         (["evaluate", folder], folder),
         (["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task", "arith",
-          "--split", folder, "--out", tmp_path / "out"], folder),
+          "--split-file", folder, "--out", tmp_path / "out"], folder),
     ]
 
 
@@ -336,7 +336,7 @@ def test_a_json_integer_past_pythons_digit_limit_is_one_line(tmp_path, capsys, r
                         f"neurons={path}", "--set", "base=embedded")
             if reader == "neuron list" else
             ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task", "arith",
-             "--split", path, "--out", tmp_path / "out"])
+             "--split-file", path, "--out", tmp_path / "out"])
     refused(capsys, argv, path, "Exceeds the limit (4300 digits)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]
 
