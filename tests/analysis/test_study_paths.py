@@ -49,6 +49,14 @@ def test_a_study_that_ran_under_the_old_rule_resumes_where_it_is(tmp_path, monke
     assert out.resolve() == (tmp_path / "o").resolve()
     assert len(notes) == 2 and "is read relative to the study file now" in notes[0]
     assert str((tmp_path / "o").resolve()) in notes[0]
+    # --out replaces the file's out: no note about it.
+    from zerogap.cli import build_parser
+    from zerogap.cli.evaluate import _study_from_args
+
+    notes = []
+    _, out = _study_from_args(build_parser().parse_args(
+        ["evaluate", str(path), "--out", str(tmp_path / "x")]), notes)
+    assert out == tmp_path / "x" and len(notes) == 1 and notes[0].startswith("setting s")
     # Once the new place holds a study, it wins, without a note.
     (tmp_path / "configs" / "o" / "runs").mkdir(parents=True)
     notes = []

@@ -210,7 +210,10 @@ def _study_from_args(args, notes: list[str] | None = None):
         given = [f"--{k.replace('_', '-')}" for k in SETTING_FLAGS if getattr(args, k)]
         if given:
             raise UserError(f"give a study file or the setting flags, not both ({given[0]})")
-        study, out = load_study(args.study, notes=notes, **overrides)
+        read: list[str] = []
+        study, out = load_study(args.study, notes=read, **overrides)
+        if notes is not None:  # the note on an old out is moot when --out replaces it
+            notes += [n for n in read if args.out is None or not n.startswith(f"{args.study}:")]
         out = args.out or out
         if out is None:
             raise UserError(f"{args.study}: no 'out' folder; add out = \"...\" or --out DIR")
