@@ -74,7 +74,7 @@ def run_command(src: Path, argv: list[str], run_dir: Path, threads: int | None
         env["OMP_NUM_THREADS"] = str(threads)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "zerogap", "sample", *argv, "--run-dir",
+    subprocess.run([sys.executable, "-m", "zerogap", "sample", *argv, "--out",
                     str(run_dir), "--quiet"], check=True, env=env, capture_output=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

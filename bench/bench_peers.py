@@ -114,7 +114,7 @@ def time_zerogap(job: dict, dtype: str, tmp: Path) -> dict:
     run_dir = tmp / "zerogap-run"
     t0 = time.perf_counter()
     run([sys.executable, "-m", "zerogap", "sample", "--model", "embedded", *job["argv"],
-         "--dtype", dtype, "--run-dir", str(run_dir), "--quiet"])
+         "--dtype", dtype, "--out", str(run_dir), "--quiet"])
     wall = time.perf_counter() - t0
     from zerogap.store import RunStore
 

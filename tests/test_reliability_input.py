@@ -43,7 +43,7 @@ def refused(capsys, argv, *fragments):
 
 def sample_args(model, run_dir, *extra):
     return ["sample", "--model", model, "--task", "arith", "--limit", "1", "-m", "2",
-            "--max-new-tokens", "4", "--run-dir", run_dir, "--quiet", *extra]
+            "--max-new-tokens", "4", "--out", run_dir, "--quiet", *extra]
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +253,7 @@ def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_folder, ca
     leaked.write_text("test-0\n")
     out = tmp_path / "neurons.json"
     refused(capsys, ["neurons", "--base", tiny_folder, "--contaminated", tiny_folder,
-                     "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked",
+                     "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked-ids",
                      leaked, "--out", out], f"model path {tmp_path / 'missing'} does not exist")
     assert not out.exists()
 
@@ -306,17 +306,18 @@ def _dir_cases(tmp_path):
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     return [
-        (["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", folder], folder),
+        (["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
+          f"exemplars={folder}"], folder),
         (["task", "grade", "arith", "--index", "0", "--response-file", folder], folder),
         (["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-          "embedded", "--task", "arith", "--leaked", folder, "--out", tmp_path / "n.json"],
+          "embedded", "--task", "arith", "--leaked-ids", folder, "--out", tmp_path / "n.json"],
          folder),
         (sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                      f"neurons={folder}", "--set", "base=embedded"), folder),
         (["score", "--clean", CLEAN, "--mitigated", f"r={CLEAN}", "--json", folder], folder),
         (["evaluate", folder], folder),
         (["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task", "arith",
-          "--split", folder, "--out", tmp_path / "out"], folder),
+          "--split-file", folder, "--out", tmp_path / "out"], folder),
     ]
 
 
@@ -335,7 +336,7 @@ def test_a_json_integer_past_pythons_digit_limit_is_one_line(tmp_path, capsys, r
                         f"neurons={path}", "--set", "base=embedded")
             if reader == "neuron list" else
             ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task", "arith",
-             "--split", path, "--out", tmp_path / "out"])
+             "--split-file", path, "--out", tmp_path / "out"])
     refused(capsys, argv, path, "Exceeds the limit (4300 digits)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]
 
@@ -347,11 +348,12 @@ def _binary_cases(tmp_path, path):
     leaked_ok.write_text("test-0\n")
     return [
         ["score", "--clean", path, "--mitigated", f"r={CLEAN}"],
-        ["task", "show", "jsonl", "--path", path, "--index", "0"],
-        ["task", "show", "arith", "--index", "0", "--k", "1", "--exemplars", path],
+        ["task", "show", "jsonl", "--task-option", f"path={path}", "--index", "0"],
+        ["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
+         f"exemplars={path}"],
         ["task", "grade", "arith", "--index", "0", "--response-file", path],
         ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-         "embedded", "--task", "arith", "--leaked", path, "--out", tmp_path / "n.json"],
+         "embedded", "--task", "arith", "--leaked-ids", path, "--out", tmp_path / "n.json"],
         sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                     f"neurons={path}", "--set", "base=embedded"),
         ["evaluate", path],
@@ -419,5 +421,5 @@ def test_a_gold_answer_in_exponent_notation_is_refused_not_read_as_one(tmp_path,
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps({"question": "How many?", "answer": "#### 7"}) + "\n"
                     + json.dumps({"question": "How big?", "answer": "#### 1e400"}) + "\n")
-    refused(capsys, ["task", "show", "jsonl", "--path", path, "--index", "0"],
+    refused(capsys, ["task", "show", "jsonl", "--task-option", f"path={path}", "--index", "0"],
             f"{path}:2: gold answer '#### 1e400' is in exponent notation")

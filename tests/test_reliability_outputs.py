@@ -56,9 +56,9 @@ def test_import_refuses_to_write_its_counts_over_the_log_it_reads(tmp_path, caps
     before = log.read_bytes()
     (tmp_path / "again.jsonl").symlink_to(log)
     for spelling in (log, tmp_path / "." / log.name, tmp_path / "again.jsonl"):
-        refused(capsys, ["import", log, "--counts", spelling], "is an input of this command")
+        refused(capsys, ["import", log, "--out", spelling], "is an input of this command")
     assert log.read_bytes() == before
-    assert cli.main(["import", str(log), "--counts", str(tmp_path / "counts.jsonl")]) == 0
+    assert cli.main(["import", str(log), "--out", str(tmp_path / "counts.jsonl")]) == 0
 
 
 def test_score_refuses_to_write_its_json_over_an_input(tmp_path, capsys):
@@ -221,7 +221,7 @@ def test_neurons_refuses_a_zero_token_limit_before_any_model_loads(tmp_path, tin
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     refused(capsys, ["neurons", "--base", broken, "--contaminated", broken, "--uncontaminated",
-                     broken, "--task", "arith", "--leaked", leaked, "--max-new-tokens", "0",
+                     broken, "--task", "arith", "--leaked-ids", leaked, "--max-new-tokens", "0",
                      "--out", tmp_path / "n.json"], "max_new_tokens must be an integer >= 1")
     assert not (tmp_path / "n.json").exists()
 
@@ -250,7 +250,7 @@ def test_contaminate_refuses_an_out_that_is_a_file(tmp_path, capsys):
 def test_paraphrase_out_in_a_missing_folder_or_onto_a_folder_is_one_line(tmp_path, capsys,
                                                                          where, message):
     (tmp_path / "folder").mkdir()
-    refused(capsys, ["paraphrase", "--task", "arith", "--backend", "endpoint", "--base-url",
+    refused(capsys, ["paraphrase", "--task", "arith", "--base-url",
                      "http://127.0.0.1:9/v1", "--endpoint-model", "m", "--out",
                      tmp_path / where], "--out", message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]

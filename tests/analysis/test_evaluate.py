@@ -124,7 +124,7 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
       "--strategies", "identity,shortcut"], "needs a split file"),
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
-      "--split", "{tmp}/missing.json"], "no such split file"),
+      "--split-file", "{tmp}/missing.json"], "no such split file"),
     # checked before vLLM is looked for: this suite runs without it
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
       "--backend", "vllm", "--strategies", "identity,shortcut"],
@@ -144,7 +144,7 @@ def test_split_with_unknown_ids_is_refused(study_models, tmp_path, capsys):
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"leaked": ["test-0", "nope"], "unleaked": ["test-1"]}))
     code = cli.main(["evaluate", "--clean", str(study_models["clean"]), "--contaminated",
-                     str(study_models["contaminated"]), "--task", "toy-arith", "--split",
+                     str(study_models["contaminated"]), "--task", "toy-arith", "--split-file",
                      str(split), "--out", str(tmp_path / "out")])
     assert code == 2
     assert "'nope'" in capsys.readouterr().err

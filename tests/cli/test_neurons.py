@@ -56,8 +56,8 @@ def folders(tmp_path_factory, make_tiny_llama, smol_tokenizer):
 def neurons_argv(folders, leaked, out, *extra):
     """Two leaked items, two calibration items, 4 causal blocks of 32: 22 greedy decodes."""
     return ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked", str(leaked),
-            "--calibration-size", "2", "--block-size", "32", "--max-new-tokens", "4",
+            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
+            "--calibration-size", "2", "--neuron-block", "32", "--max-new-tokens", "4",
             "--out", str(out), "--quiet", *extra]
 
 
@@ -88,7 +88,7 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(["sample", "--model", folders["con"], "--task", Sums.name, "-m", "2",
                  "--max-new-tokens", "4", "--strategy", "shortcut", "--set",
-                 f"neurons={out}", "--set", f"base={folders['base']}", "--run-dir",
+                 f"neurons={out}", "--set", f"base={folders['base']}", "--out",
                  str(run_dir), "--quiet"]) == 0, capsys.readouterr().err
     assert (run_dir / "run.sqlite").exists()
 
@@ -97,7 +97,7 @@ def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\ntest-9\n")
     argv = ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked", str(leaked),
+            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
             "--out", str(tmp_path / "n.json"), "--quiet"]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -164,7 +164,23 @@ def test_a_journal_of_other_options_is_refused_before_any_model_loads(
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr("zerogap.models.load_model", no_load)
-    assert main(neurons_argv(folders, leaked, out, "--block-size", "64")) == 2
+    assert main(neurons_argv(folders, leaked, out, "--neuron-block", "64")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "another configuration (differs in block_size)" in err
     assert journal.read_bytes() == kept and not out.exists()
+
+
+def test_location_reports_every_decode_of_every_pass(make_tiny_llama, smol_tokenizer):
+    """The progress callback advances question by question through each greedy pass (two
+    leaked decodes, then 2 unpatched and 2 x 4 patched passes over 2 calibration items), so a
+    long causal scoring never sits on one block; the total is known from the first call."""
+    from zerogap.pipelines.neurons import locate_neurons
+
+    task = Sums()
+    questions = task.questions()
+    base, con, un = (make_tiny_llama(seed) for seed in range(3))
+    calls = []
+    locate_neurons(base, con, un, smol_tokenizer, task, questions[:2], questions[2:],
+                   block_size=32, max_new_tokens=4, progress=lambda *c: calls.append(c))
+    assert calls[0] == (0, 22) and {total for _, total in calls} == {22}
+    assert [done for done, _ in calls] == list(range(23))

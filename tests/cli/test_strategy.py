@@ -81,7 +81,7 @@ def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys, register_ta
         run_dir = tmp_path / name
         argv = ["sample", "--model", str(adapter), "--task", Items.name, "-m", "3",
                 "--max-new-tokens", "8", "--strategy", name, "--greedy-dir",
-                str(tmp_path / "greedy"), "--run-dir", str(run_dir), "--quiet", *extra]
+                str(tmp_path / "greedy"), "--out", str(run_dir), "--quiet", *extra]
         assert main(argv) == 0, capsys.readouterr().err
         out = tmp_path / f"{name}.jsonl"
         assert main(["runs", "export", str(run_dir), "--counts", str(out), "--jsonl",
@@ -107,7 +107,7 @@ def test_every_strategy_runs_from_the_cli(adapter, tmp_path, capsys, register_ta
 
 def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys, register_task):
     register_task(Items)
-    base = ["sample", "--model", "embedded", "--task", Items.name, "--run-dir",
+    base = ["sample", "--model", "embedded", "--task", Items.name, "--out",
             str(tmp_path / "r"), "--quiet", "--strategy", "railcap"]
     assert main([*base, "--set", "n=four"]) == 2
     assert "strategy railcap: n must be an integer, got 'four'" in capsys.readouterr().err

@@ -41,7 +41,7 @@ def main(argv):
 
 def _args(model_dir, run_dir, *extra):
     return ["sample", "--model", str(model_dir), "--task", "toy-arith", "-m", "6", "-T", "0.9",
-            "--max-new-tokens", "24", "--seed", "3", "--run-dir", str(run_dir), "--quiet",
+            "--max-new-tokens", "24", "--seed", "3", "--out", str(run_dir), "--quiet",
             "--task-option", "stop=Q:", *extra]
 
 
@@ -69,7 +69,7 @@ def _stored(run_dir) -> int:
 
 def test_killed_and_resumed_run_equals_uninterrupted(tiny_dir, tmp_path):
     reference = tmp_path / "reference"
-    assert main(_args(tiny_dir, reference, "--max-batch", "64")) == 0
+    assert main(_args(tiny_dir, reference, "--batch-size", "64")) == 0
     expected = _samples(reference)
     assert len(expected) == 10 * 6
 
@@ -79,7 +79,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tiny_dir, tmp_path):
     for _ in range(3):
         before = _stored(run_dir)
         proc = subprocess.Popen([sys.executable, "-c", SCRIPT,
-                                 *_args(tiny_dir, run_dir, "--max-batch", "7")],
+                                 *_args(tiny_dir, run_dir, "--batch-size", "7")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         deadline = time.monotonic() + 60
@@ -94,7 +94,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(tiny_dir, tmp_path):
         assert len(stored) % 6 == 0  # whole questions only
         assert stored == [row for row in expected if row[:2] in {r[:2] for r in stored}]
     assert kills >= 1
-    assert main(_args(tiny_dir, run_dir, "--max-batch", "7")) == 0
+    assert main(_args(tiny_dir, run_dir, "--batch-size", "7")) == 0
     assert _samples(run_dir) == expected
 
 
@@ -102,7 +102,7 @@ def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(_args(tiny_dir, run_dir, "--limit", "3")) == 0
     assert main(["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "2",
-                 "--max-new-tokens", "8", "--run-dir", str(run_dir), "--quiet",
+                 "--max-new-tokens", "8", "--out", str(run_dir), "--quiet",
                  "--task-option", "stop=Q:"]) == 0
     assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
                  "--jsonl", str(tmp_path / "s.jsonl")]) == 0
@@ -138,7 +138,7 @@ def test_bad_inputs_give_one_line_and_touch_nothing(tiny_dir, tmp_path, capsys):
     cases = [
         (_args(tiny_dir, run_dir, "--limit", "2", "-m", "5"), "differing fields: m (stored 6"),
         (_args(tmp_path / "nowhere", run_dir), "model path"),
-        (["sample", "--model", str(tiny_dir), "--task", "no-such-task", "--run-dir",
+        (["sample", "--model", str(tiny_dir), "--task", "no-such-task", "--out",
           str(run_dir)], "unknown task 'no-such-task'"),
         (_args(tiny_dir, run_dir, "--strategy", "magic"), "unknown strategy 'magic'"),
     ]
@@ -216,7 +216,7 @@ def test_embedded_model_loads_from_its_cache(tmp_path):
         (["-m", "0"], "SamplingSpec.m must be an integer >= 1 and <= 65536, got 0"),
         (["-T", "0"], "SamplingSpec.temperature must be a number >= 0.01 and <= 10.0, got 0.0"),
         (["--top-p", "1.5"], "SamplingSpec.top_p must be a number > 0 and <= 1, got 1.5"),
-        (["--max-batch", "0"], "--max-batch must be an integer >= 1, got 0"),
+        (["--batch-size", "0"], "--batch-size must be an integer >= 1, got 0"),
         (["--task-option", "path=x"], "task toy-arith has no option 'path'; known: n, stop"),
         (["--task-option", "n=two"], "task toy-arith: n must be an integer, got 'two'"),
         (["--strategy", "railcap", "--set", "mode=clip"], "mode must be one of 'cap', 'ban'"),

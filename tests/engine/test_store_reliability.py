@@ -109,7 +109,7 @@ def test_ctrl_c_mid_run_exits_130_in_one_line_and_resumes(tiny_dir, tmp_path):
     run_dir = tmp_path / "run"
     assert PAUSING_SCRIPT != SCRIPT  # the pause is in place
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_SCRIPT,
-                             *_args(tiny_dir, run_dir, "--max-batch", "2")],
+                             *_args(tiny_dir, run_dir, "--batch-size", "2")],
                             # A shell without job control starts background jobs with SIGINT
                             # ignored, and Python then installs no handler: restore the default.
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -171,7 +171,7 @@ def test_a_refused_greedy_limit_leaves_the_run_usable(tiny_dir, tmp_path, capsys
     from zerogap.tasks import task_from_strings
 
     greedy = ["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "1",
-              "--run-dir", str(tmp_path), "--quiet", "--task-option", "stop=Q:"]
+              "--out", str(tmp_path), "--quiet", "--task-option", "stop=Q:"]
     assert main([*greedy, "--max-new-tokens", "0"]) == 2
     assert "max_new_tokens must be an integer >= 1" in capsys.readouterr().err
     task = task_from_strings("toy-arith", {"stop": "Q:"})
@@ -195,7 +195,7 @@ def test_a_task_that_fails_to_build_its_prompt_records_nothing(gsm8k_dir, tiny_d
     }[case]
     run_dir = tmp_path / "run"
     argv = ["sample", "--model", str(tiny_dir), "--task", "gsm8k", "--limit", "1", "-m", "2",
-            "--run-dir", str(run_dir), "--quiet"]
+            "--out", str(run_dir), "--quiet"]
     for option in options:
         argv += ["--task-option", option]
     assert main(argv) == 2

@@ -142,12 +142,12 @@ def test_score_and_import_read_harness_logs(docs, tmp_path, capsys):
     assert "doc_hash of 1 documents differs" in err and len(err.strip().splitlines()) == 1
 
     counts = tmp_path / "clean-counts.jsonl"
-    assert main(["import", str(clean), "--counts", str(counts)]) == 0
+    assert main(["import", str(clean), "--out", str(counts)]) == 0
     read = read_counts(counts)
     assert read.correct.tolist() == [0, 1, 2, 3, 4, 2] and read.samples.tolist() == [4] * 6
     assert read.provenance["lmeval"]["repeats"] == 4
     one = harness_log(tmp_path / "one.jsonl", docs[:2], [["The answer is 1."]] * 2)
-    assert main(["import", str(one), "--counts", str(tmp_path / "x.jsonl")]) == 2
+    assert main(["import", str(one), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "repeats = 1" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
@@ -173,7 +173,7 @@ def test_an_output_path_folder_stands_for_its_one_sample_log(docs, tmp_path, cap
     assert result["inputs"]["clean"]["path"].endswith("samples_gsm8k_2026-12-01T10-44-20.1.jsonl")
 
     counts = tmp_path / "counts.jsonl"
-    assert main(["import", str(tmp_path / "railcap"), "--counts", str(counts)]) == 0
+    assert main(["import", str(tmp_path / "railcap"), "--out", str(counts)]) == 0
     assert read_counts(counts).correct.tolist() == right_rail
 
     # A second task's log in the same folder: which one is meant cannot be guessed.
@@ -182,12 +182,12 @@ def test_an_output_path_folder_stands_for_its_one_sample_log(docs, tmp_path, cap
     capsys.readouterr()
     for argv in (["score", "--clean", str(tmp_path / "clean"), "--mitigated",
                   f"railcap={tmp_path / 'railcap'}"],
-                 ["import", str(tmp_path / "clean"), "--counts", str(tmp_path / "c2.jsonl")]):
+                 ["import", str(tmp_path / "clean"), "--out", str(tmp_path / "c2.jsonl")]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "2 lm-evaluation-harness sample logs" in err
         assert "embedded/samples_arith_2026-12-01T11-00-00.2.jsonl" in err
     assert not (tmp_path / "c2.jsonl").exists()
     (tmp_path / "empty").mkdir()
-    assert main(["import", str(tmp_path / "empty"), "--counts", str(tmp_path / "c3.jsonl")]) == 2
+    assert main(["import", str(tmp_path / "empty"), "--out", str(tmp_path / "c3.jsonl")]) == 2
     assert "no lm-evaluation-harness samples_*.jsonl" in capsys.readouterr().err

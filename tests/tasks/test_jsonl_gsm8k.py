@@ -149,7 +149,7 @@ def test_gsm8k_from_the_real_datasets_package_offline_is_one_line_with_the_fix(m
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached copy to fall back on
     run = tmp_path / "run"
-    assert main(["sample", "--model", "embedded", "--task", "gsm8k", "--run-dir", str(run),
+    assert main(["sample", "--model", "embedded", "--task", "gsm8k", "--out", str(run),
                  "-m", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "could not load openai/gsm8k" in err

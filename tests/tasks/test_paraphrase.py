@@ -167,7 +167,7 @@ def test_cli_reports_counts_and_rejects_bad_input(serve, tmp_path, monkeypatch, 
     split.write_text(json.dumps({"leaked": ["test-1", "test-3"], "unleaked": ["test-0"]}))
     out = tmp_path / "pq.jsonl"
     argv = ["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--ids", str(split),
-            "--backend", "endpoint", "--base-url", server.url, "--endpoint-model", "m",
+            "--base-url", server.url, "--endpoint-model", "m",
             "--api-key-env", "ZG_TEST_KEY", "--quiet", "--out", str(out)]
     assert cli.main(argv) == 0
     printed = capsys.readouterr()
@@ -179,8 +179,8 @@ def test_cli_reports_counts_and_rejects_bad_input(serve, tmp_path, monkeypatch, 
     assert all(r["original"] == originals[r["id"]] for r in rows)
 
     code = cli.main(["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--ids",
-                     str(split), "--backend", "local", "--out", str(tmp_path / "x.jsonl")])
-    assert code == 2 and "--backend local needs --model" in capsys.readouterr().err
+                     str(split), "--out", str(tmp_path / "x.jsonl")])
+    assert code == 2 and "give --model SPEC" in capsys.readouterr().err
     split.write_text(json.dumps({"leaked": ["test-9"]}))
     code = cli.main(argv[:-1] + [str(tmp_path / "y.jsonl")])
     err = capsys.readouterr().err
@@ -268,7 +268,7 @@ class Recorder(Server):
 
 def _paraphrase_argv(url, out, *extra):
     return ["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--limit", "2",
-            "--backend", "endpoint", "--base-url", url, "--endpoint-model", "m", "--quiet",
+            "--base-url", url, "--endpoint-model", "m", "--quiet",
             "--out", str(out), *extra]
 
 

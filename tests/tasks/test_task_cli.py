@@ -20,7 +20,8 @@ def test_task_list(capsys):
 
 
 def test_task_show_renders_prompt_and_gold(capsys, gsm8k_dir):
-    assert cli.main(["task", "show", "gsm8k", "--path", str(gsm8k_dir), "--index", "0"]) == 0
+    assert cli.main(["task", "show", "gsm8k", "--task-option", f"path={gsm8k_dir}", "--index",
+                     "0"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# task gsm8k, question test-0, gold answer 18\n")
     assert out.count("\nA: ") == 8
@@ -30,17 +31,19 @@ def test_task_show_renders_prompt_and_gold(capsys, gsm8k_dir):
 
 
 def test_task_show_options(capsys, gsm8k_dir):
-    argv = ["task", "show", "gsm8k", "--path", str(gsm8k_dir), "--index", "3", "--k", "0"]
+    argv = ["task", "show", "gsm8k", "--task-option", f"path={gsm8k_dir}", "--index", "3",
+            "--task-option", "k=0"]
     assert cli.main([*argv, "--split", "train"]) == 0
     out = capsys.readouterr().out
     assert "question train-3" in out and "\nA: " not in out
-    assert cli.main(["task", "show", "arith", "--index", "1", "--k", "1", "--seed", "4"]) == 0
+    assert cli.main(["task", "show", "arith", "--index", "1", "--task-option", "k=1",
+                     "--task-option", "seed=4"]) == 0
     out = capsys.readouterr().out
     assert out.count("\nA:") == 2 and "question test-1" in out
 
 
 def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
-    base = ["task", "grade", "gsm8k", "--path", str(gsm8k_dir), "--index", "0"]
+    base = ["task", "grade", "gsm8k", "--task-option", f"path={gsm8k_dir}", "--index", "0"]
     assert cli.main([*base, "--response", "So $18.00."]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "task": "gsm8k",
@@ -52,7 +55,7 @@ def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
     }
     response = tmp_path / "r.txt"
     response.write_text("So $18.00.", encoding="utf-8")
-    assert cli.main([*base, "--response-file", str(response), "--mode", "lmeval-flexible"]) == 0
+    assert cli.main([*base, "--response-file", str(response), "--grading", "lmeval-flexible"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["extracted"] == "$18.00." and result["correct"] is False
 
@@ -61,10 +64,11 @@ def test_task_grade_modes(capsys, gsm8k_dir, tmp_path):
     ("argv", "message"),
     [
         (["task", "show", "arith", "--index", "999"], "--index 999 is out of range"),
-        (["task", "show", "arith", "--index", "0", "--path", "x"],
+        (["task", "show", "arith", "--index", "0", "--task-option", "path=x"],
          "task arith has no option 'path'; known: exemplars, k"),
         (["task", "show", "nope", "--index", "0"], "unknown task 'nope'"),
-        (["task", "show", "jsonl", "--path", "missing.jsonl", "--index", "0"], "missing.jsonl"),
+        (["task", "show", "jsonl", "--task-option", "path=missing.jsonl", "--index", "0"],
+         "missing.jsonl"),
         (["task", "grade", "arith", "--index", "0", "--response-file", "no.txt"], "no.txt"),
     ],
 )

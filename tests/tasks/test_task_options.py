@@ -36,12 +36,12 @@ def _cases(tmp_path, gsm8k_dir):
 def _argv(command, task, options, tmp_path):
     task_args = ["--task", task, *[a for o in options for a in ("--task-option", o)]]
     if command == "sample":
-        return ["sample", "--model", "embedded", *task_args, "--run-dir", str(tmp_path / "run"),
+        return ["sample", "--model", "embedded", *task_args, "--out", str(tmp_path / "run"),
                 "--quiet"]
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     return ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-            "embedded", *task_args, "--leaked", str(leaked), "--out", str(tmp_path / "n.json"),
+            "embedded", *task_args, "--leaked-ids", str(leaked), "--out", str(tmp_path / "n.json"),
             "--quiet"]
 
 

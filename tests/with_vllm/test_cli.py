@@ -19,7 +19,7 @@ VLLM_OPTIONS = ["--vllm-option", "gpu_memory_utilization=0.15", "--vllm-option",
 def sample_cmd(run_dir, backend="vllm", *extra):
     return [sys.executable, "-m", "zerogap", "sample", "--backend", backend, "--model",
             "embedded", "--task", "arith", "--limit", str(N), "-m", str(M),
-            "--max-new-tokens", "24", "--run-dir", str(run_dir), "--quiet", *extra]
+            "--max-new-tokens", "24", "--out", str(run_dir), "--quiet", *extra]
 
 
 def stored(run_dir):

@@ -50,7 +50,9 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from zerogap.cli.flags import Parser
+
+    parser = Parser(
         prog="zerogap",
         description="Measure and mitigate benchmark contamination (SA-PPG, RailCap).",
         epilog=EPILOG,
@@ -83,8 +85,12 @@ def plain(text: str | None) -> str | None:
 
 
 def _plain_help(parser: argparse.ArgumentParser) -> None:
-    """Apply :func:`plain` to ``parser``'s texts and to those of its subcommands, recursively."""
+    """Apply :func:`plain` to ``parser``'s texts and to those of its subcommands, recursively,
+    and show every flag's default in its help (:class:`~zerogap.cli.flags.DefaultsShown`)."""
+    from zerogap.cli.flags import with_defaults_shown
+
     parser.description, parser.epilog = plain(parser.description), plain(parser.epilog)
+    parser.formatter_class = with_defaults_shown(parser.formatter_class)
     for action in parser._actions:
         action.help = plain(action.help)
         if isinstance(action, argparse._SubParsersAction):

@@ -11,11 +11,12 @@ import dataclasses
 import os
 import sys
 import time
-from pathlib import Path
+
+from zerogap.cli.flags import add_config_arguments, add_out
 
 EXAMPLES = """examples:
   zerogap contaminate --preset laptop --out runs/laptop       # embedded model on arith, minutes
-  zerogap sample --model runs/laptop/contaminated --task arith -m 16 --run-dir runs/laptop-co
+  zerogap sample --model runs/laptop/contaminated --task arith -m 16 --out runs/laptop-co
   zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\
       --task-option path=data/gsm8k --general openorca-1840.jsonl --out runs/llama2
   accelerate launch -m zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\
@@ -24,8 +25,6 @@ EXAMPLES = """examples:
   zerogap contaminate --preset laptop --paraphrases pq.jsonl --out runs/laptop-pq  # PQ domain
 """
 
-# Fields whose default (None) does not tell argparse their type.
-_TYPES = {"leaked": int, "general": str, "paraphrases": str}
 _SKIP = {"task_options", "sweep_epochs", "sweep_copies", "merge"}
 _SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
 
@@ -51,19 +50,17 @@ def register(subparsers) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
-    p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="start from a named preset")
-    for f in dataclasses.fields(ContaminationConfig):
-        if f.name in _SKIP:
-            continue
-        kind = _TYPES.get(f.name, type(f.default))
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, dest=f.name,
-                       help=f.metadata["help"] + ("" if f.default is None
-                                                  else f" (default {f.default})"))
+    add_out(p, "output folder: split.json, clean/, contaminated/, manifest.json")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="start from a named preset (default: none, the defaults below)")
+    add_config_arguments(p, ContaminationConfig, [f.name for f in dataclasses.fields(
+        ContaminationConfig) if f.name not in _SKIP], unset=True)
     p.add_argument("--task-option", action="append", dest="task_options", metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show')")
+                   help="task option, converted by its declared type ('zerogap task show'; "
+                        "repeatable)")
     p.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
-                   help="build one M_co per combination: epochs=1,2,5 copies=1,5,20")
+                   help="build one M_co per combination: epochs=1,2,5 copies=1,5,20 (default: "
+                        "one M_co, --epochs and --copies)")
     p.add_argument("--merge", action="store_true", help="write merged weights, not adapters")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_contaminate)

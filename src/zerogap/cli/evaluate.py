@@ -14,13 +14,20 @@ import time
 from pathlib import Path
 
 from zerogap.cli.contaminate import sweep_item
-from zerogap.cli.run import add_engine_arguments, engine_options
+from zerogap.cli.flags import (
+    add_config_arguments,
+    add_out,
+    add_running_arguments,
+    add_task_arguments,
+    renamed,
+)
+from zerogap.cli.run import SAMPLING_FLAGS, add_engine_arguments, engine_options
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
 from zerogap.engine.base import EngineOptions, SamplingSpec, backend_names
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
-  zerogap evaluate --clean cl/ --contaminated co/ --task arith --split split.json \\
+  zerogap evaluate --clean cl/ --contaminated co/ --task arith --split-file split.json \\
       --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
   zerogap evaluate study.toml --ablation
   zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \\
@@ -33,34 +40,40 @@ EXAMPLES = """examples:
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
                "neuron_candidates", "backend")
-SETTING_FLAGS = ("clean", "contaminated", "task", "split", "limit", "task_option", "models",
-                 "sweep")
+SETTING_FLAGS = ("clean", "contaminated", "task", "split", "split_file", "limit", "task_option",
+                 "models", "sweep")
+STUDY_FILE_NOTE = ", or the study file's"
 
 
 def register(subparsers) -> None:
+    from zerogap.study.run import DEMO_M, DEMO_QUESTIONS
+
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
                               description=__doc__, epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("study", nargs="?", type=Path, help="TOML study file (instead of the flags)")
     g = p.add_argument_group("setting (without a study file)")
-    g.add_argument("--clean", help="clean model M_cl (any --model spec of zerogap sample)")
-    g.add_argument("--contaminated", help="contaminated model M_co")
+    g.add_argument("--clean", help="clean model M_cl, any --model spec of zerogap sample "
+                                   "(default: none; needed without a study file or --models)")
+    g.add_argument("--contaminated", help="contaminated model M_co (default: none; needed "
+                                          "with --clean)")
     g.add_argument("--base", default=None, help="base model for shortcut (default: embedded)")
-    g.add_argument("--task", help="registered task name, e.g. arith or gsm8k")
-    g.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show')")
-    g.add_argument("--task-split", default=None, help="the task's split (default test)")
-    g.add_argument("--split", type=Path, default=None, metavar="SPLIT_FILE",
-                   help='JSON {"leaked": [ids], "unleaked": [ids]} (zerogap contaminate writes it)')
+    add_task_arguments(g, required=False, unset=True)
+    renamed(p, "--task-split", "--split")
+    g.add_argument("--split-file", type=Path, default=None, metavar="FILE",
+                   help='JSON {"leaked": [ids], "unleaked": [ids]} (zerogap contaminate writes '
+                        "it; default: none, every question unstratified)")
     g.add_argument("--limit", type=int, default=None,
-                   help="first N questions (with a split: N/2 leaked and N/2 unleaked)")
+                   help="first N questions (with a split file: N/2 leaked and N/2 unleaked; "
+                        "default: all)")
     g.add_argument("--name", default="setting", help="setting name in the tables")
     g = p.add_argument_group("contamination strength (instead of --clean/--contaminated/--task)")
     g.add_argument("--models", type=Path, default=None, metavar="DIR",
-                   help="a zerogap contaminate folder: one setting per M_co variant in it")
+                   help="a zerogap contaminate folder: one setting per M_co variant in it "
+                        "(default: none)")
     g.add_argument("--sweep", nargs="+", type=sweep_item, default=None, metavar="KEY=V,V,...",
                    help="variants to evaluate, built in --models when missing: epochs=1,2,5 "
-                        "copies=1,5,20 (Table 3 reads across them)")
+                        "copies=1,5,20 (Table 3 reads across them; default: those in --models)")
     g = p.add_argument_group("study (override a study file's values)")
     g.add_argument("--strategies", default=None,
                    help="comma list; name or name:key=value,... (default identity,ted,"
@@ -71,21 +84,10 @@ def register(subparsers) -> None:
     g.add_argument("--controls", dest="all_controls", action="store_true", default=None,
                    help="also apply every strategy (but identity and all-zero) to the clean "
                         "model: collateral damage alone")
-    g.add_argument("-m", type=int, default=None,
-                   help=f"samples per question (default {SamplingSpec.m})")
-    g.add_argument("-T", "--temperature", type=float, default=None,
-                   help=f"default {SamplingSpec.temperature}")
-    g.add_argument("--max-new-tokens", type=int, default=None,
-                   help=f"default {SamplingSpec.max_new_tokens}")
-    g.add_argument("--seed", type=int, default=None, help=f"default {SamplingSpec.seed}")
-    g.add_argument("--bins", type=int, default=None,
-                   help="SA-PPG strata (default: round(N / 26) kept within 5..50)")
-    g.add_argument("--resamples", type=int, default=None,
-                   help="swap patterns of the paired tests (default 10000)")
-    g.add_argument("--bootstrap", type=int, dest="resamples", help=argparse.SUPPRESS)
-    g.add_argument("--margin", type=float, default=None,
-                   help="verdict margin over the noise floor (default 0.05)")
-    g.add_argument("--level", type=float, default=None, help="confidence (default 0.95)")
+    add_config_arguments(g, SamplingSpec, ("m", "temperature", "max_new_tokens", "seed"),
+                         flags=SAMPLING_FLAGS, unset=True, note=STUDY_FILE_NOTE)
+    add_scoring_options(p, ("bins", "resamples", "margin", "level"), note=STUDY_FILE_NOTE,
+                        group=g)
     g.add_argument("--calibration-size", type=int, default=None,
                    help="questions scoring shortcut neurons, half leaked (default 100)")
     g.add_argument("--neuron-block", type=int, default=None,
@@ -96,37 +98,33 @@ def register(subparsers) -> None:
     g.add_argument("--backend", choices=backend_names(), default=None,
                    help="sampling engine of every run: hf (default) or vllm (runs of each "
                         "backend are kept apart; vllm cannot run shortcut)")
-    p.add_argument("--out", type=Path, default=None, help="study folder (runs, tables, report)")
-    _add_running(p)
+    add_out(p, "study folder: runs, tables, report (default: the study file's out)",
+            required=False)
+    add_running_arguments(p)
     add_engine_arguments(p)
     p.set_defaults(func=_evaluate)
 
     p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
                               epilog=EXAMPLES, formatter_class=fmt)
-    p.add_argument("folder", type=Path)
-    add_scoring_options(p)
+    p.add_argument("folder", type=Path, help="a zerogap evaluate folder")
+    add_scoring_options(p, note=", or the study's")
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
                               "embedded model and evaluate every strategy on them",
                               epilog=EXAMPLES, formatter_class=fmt)
-    p.add_argument("--out", type=Path, default=Path("runs/demo"))
+    add_out(p, "the demo's folder: models, runs, report", required=False,
+            default=Path("runs/demo"))
     p.add_argument("--questions", type=int, default=None,
-                   help="questions, half of them leaked (default: 96, sized for power)")
+                   help=f"questions, half leaked (default {DEMO_QUESTIONS}, sized for power)")
     p.add_argument("-m", type=int, default=None,
-                   help="samples per question (default: 12, sized for power)")
+                   help=f"samples per question (default {DEMO_M}, sized for power)")
     p.add_argument("--controls", action="store_true",
                    help="every strategy on the clean model too (RailCap's always runs)")
     p.add_argument("--ablation", action="store_true",
                    help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
-    _add_running(p)
+    add_running_arguments(p)
     p.set_defaults(func=_demo)
-
-
-def _add_running(p) -> None:
-    p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
-    p.add_argument("--max-batch", type=int, default=None, help="most rows decoded together")
-    p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
 class ProgressLine:
@@ -138,13 +136,16 @@ class ProgressLine:
         self.stream, self.tty = stream, stream.isatty()
         self.every = every or (1.0 if self.tty else 15.0)
         self.state, self.stage, self.last = None, None, 0.0
+        self.eta: float | None = None
+        self.eta_at = 0.0
         self.lock, self.done = threading.Lock(), threading.Event()
         self.clock = threading.Thread(target=self._tick, daemon=True)
         self.clock.start()
 
     def __call__(self, state) -> None:
         with self.lock:
-            self.state = state
+            # The ETA as of this event, counted down between events (never up while waiting).
+            self.state, self.eta, self.eta_at = state, state.eta, time.monotonic()
             if state.stage != self.stage or time.monotonic() - self.last >= self.every:
                 self._draw()
 
@@ -159,8 +160,11 @@ class ProgressLine:
         if state is None:
             return
         self.last, self.stage = time.monotonic(), state.stage
-        eta = "?" if state.eta is None else _duration(state.eta)
-        line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | "
+        eta = "?" if self.eta is None else _duration(max(0.0, self.eta - (self.last -
+                                                                           self.eta_at)))
+        part = (f"{state.part_done}/{state.part_total} {state.part_unit} | "
+                if state.part_total else "")
+        line = (f"[{state.jobs_done}/{state.jobs_total} runs] {state.stage} | {part}"
                 f"{state.questions_done}/{state.questions_total} questions | "
                 f"{state.tokens_per_second:.0f} tok/s | ETA {eta} | {_duration(state.elapsed)}")
         self.stream.write("\r\033[K" + line if self.tty else line + "\n")
@@ -178,11 +182,26 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def _study_from_args(args):
+def _old_split_file(args) -> None:
+    """``--split FILE.json`` meant the split file before ``--split`` became the dataset split:
+    read it so, with a note."""
+    if args.split is not None and (args.split.endswith(".json") or Path(args.split).is_file()):
+        print(f"zerogap: note: --split {args.split} reads as --split-file (--split is now the "
+              "task's dataset split)", file=sys.stderr)
+        if args.split_file is None:
+            args.split_file = Path(args.split)
+        args.split = None
+
+
+def _study_from_args(args, notes: list[str] | None = None):
+    """The study and its folder from a study file or the flags; lines for the user (an old
+    ``out``, a setting without a split file) go to ``notes``."""
     from zerogap.config import parse_pairs
-    from zerogap.study.spec import SettingSpec, StudySpec, load_study
+    from zerogap.study.spec import SettingSpec, StudySpec, load_study, unsplit_warnings
     from zerogap.tasks import task_option_values
 
+    _old_split_file(args)
+    scoring_changes(args, ())  # the note on a retired scoring flag
     overrides = {k: getattr(args, k) for k in STUDY_FLAGS}
     if overrides["strategies"] is not None:
         overrides["strategies"] = tuple(s.strip() for s in overrides["strategies"].split(",")
@@ -191,7 +210,10 @@ def _study_from_args(args):
         given = [f"--{k.replace('_', '-')}" for k in SETTING_FLAGS if getattr(args, k)]
         if given:
             raise UserError(f"give a study file or the setting flags, not both ({given[0]})")
-        study, out = load_study(args.study, **overrides)
+        read: list[str] = []
+        study, out = load_study(args.study, notes=read, **overrides)
+        if notes is not None:  # the note on an old out is moot when --out replaces it
+            notes += [n for n in read if args.out is None or not n.startswith(f"{args.study}:")]
         out = args.out or out
         if out is None:
             raise UserError(f"{args.study}: no 'out' folder; add out = \"...\" or --out DIR")
@@ -208,11 +230,14 @@ def _study_from_args(args):
         name=args.name, clean=args.clean, contaminated=args.contaminated, task=args.task,
         base=args.base or "embedded",
         task_options=task_option_values(args.task, parse_pairs("--task-option", args.task_option)),
-        task_split=args.task_split or "test",
-        split_file=None if args.split is None else str(args.split), limit=args.limit,
+        task_split=args.split or "test",
+        split_file=None if args.split_file is None else str(args.split_file), limit=args.limit,
     )
-    return StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
-                                             if v is not None}), args.out
+    study = StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
+                                              if v is not None})
+    if notes is not None:
+        notes += unsplit_warnings(study)
+    return study, args.out
 
 
 def _sweep_study(args, overrides: dict):
@@ -220,7 +245,7 @@ def _sweep_study(args, overrides: dict):
     from zerogap.study.spec import StudySpec, SweepSpec
 
     given = [f"--{k.replace('_', '-')}" for k in ("clean", "contaminated", "task", "split",
-                                                   "task_option", "base", "task_split")
+                                                   "split_file", "task_option", "base")
              if getattr(args, k)]
     if given:
         raise UserError(f"--models DIR gives the models, task and split; drop {given[0]}")
@@ -268,8 +293,11 @@ def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> in
 
 
 def _evaluate(args) -> int:
-    study, out = _study_from_args(args)
+    notes: list[str] = []
+    study, out = _study_from_args(args, notes)
     _check_study(study, out)
+    for note in notes:  # after the checks: a refused study is one line
+        print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
     return _run_study(study, out, args, engine_options(args, study.backend))
 
 
@@ -307,6 +335,6 @@ def _demo(args) -> int:
     _check_study(study, args.out)
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, args.out, args,
-                      EngineOptions(device=args.device, max_batch=args.max_batch),
+                      EngineOptions(device=args.device, max_batch=args.batch_size),
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
                                 + extra])

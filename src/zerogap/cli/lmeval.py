@@ -11,11 +11,14 @@ import argparse
 import os
 import sys
 
+from zerogap.cli.flags import add_out, renamed
+from zerogap.cli.score import add_grading
+
 EXAMPLES = """examples (repeats: 50 in the task's YAML; see docs/lm-eval.md):
   lm-eval run --model hf --model_args pretrained=MODEL --tasks gsm8k_cot \\
       --gen_kwargs do_sample=true,temperature=0.7 --log_samples --output_path out/clean
-  zerogap import out/clean --counts clean.jsonl
-  zerogap import out/clean/MODEL/samples_gsm8k_cot_2026-11-30T10-00-00.jsonl --counts clean.jsonl
+  zerogap import out/clean --out clean.jsonl
+  zerogap import out/clean/MODEL/samples_gsm8k_cot_2026-11-30T10-00-00.jsonl --out clean.jsonl
 """
 
 
@@ -26,10 +29,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("log", help="samples_<task>_<date>.jsonl written with --log_samples, or the "
                                "--output_path folder holding it")
-    p.add_argument("--counts", required=True, metavar="OUT", help="counts file to write (JSONL)")
-    p.add_argument("--grading", default="anchor", metavar="MODE",
-                   help="grader of the raw responses: anchor (default), lmeval-strict, "
-                        "lmeval-strict-hash or lmeval-flexible")
+    add_out(p, "counts file to write (JSONL)")
+    renamed(p, "--counts", "--out")
+    add_grading(p, "grader of the raw responses")
     p.set_defaults(func=run)
 
 
@@ -42,7 +44,7 @@ def run(args) -> int:
     from zerogap.tasks.extract import target_grader
 
     grade = target_grader(args.grading)
-    out = check_output(args.counts, "--counts", inputs=[args.log])
+    out = check_output(args.out, "--out", inputs=[args.log])
     path = args.log
     if os.path.isdir(path):
         path = find_samples(path)

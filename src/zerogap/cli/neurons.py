@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
+from zerogap.cli.flags import (
+    add_config_arguments,
+    add_out,
+    add_running_arguments,
+    add_task_arguments,
+    renamed,
+)
+from zerogap.cli.paraphrase import read_ids
 from zerogap.errors import UserError
 
 EXAMPLES = """examples:
   zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
-      --leaked leaked_ids.txt --calibration-size 100 --out neurons.json
+      --leaked-ids split.json --calibration-size 100 --out neurons.json
   zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
-      --set base=embedded --run-dir runs/con-shortcut
+      --set base=embedded --out runs/con-shortcut
 """
 
 
@@ -22,47 +31,70 @@ def register(subparsers) -> None:
         description="Locate shortcut neurons (Zhu et al., 2025) for the shortcut strategy.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from zerogap.engine.base import SamplingSpec
+
     p.add_argument("--base", required=True, help="pretrained base model (patch target/source)")
     p.add_argument("--contaminated", required=True, help="the contaminated fine-tune")
     p.add_argument("--uncontaminated", required=True, help="an uncontaminated fine-tune")
-    p.add_argument("--task", required=True)
-    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show')")
-    p.add_argument("--split", default="test")
-    p.add_argument("--leaked", required=True, type=Path,
-                   help="file of leaked question ids, one per line (comparative score)")
+    add_task_arguments(p)
+    p.add_argument("--leaked-ids", required=True, type=Path, metavar="FILE",
+                   help="the leaked questions (comparative score): a split.json (its leaked "
+                        "list) or a file of ids, one per line")
+    renamed(p, "--leaked", "--leaked-ids")
     p.add_argument("--calibration-size", type=int, default=100,
                    help="questions not leaked, in split order, for the causal score")
-    p.add_argument("--block-size", type=int, default=512, help="neurons per causal block")
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--device", default=None)
-    p.add_argument("--out", required=True, type=Path,
-                   help="the ranking (JSON); OUT.journal.jsonl beside it keeps every question's "
-                        "result until it is written, so a rerun resumes an interrupted one")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--neuron-block", type=int, default=512, metavar="N",
+                   help="neurons per causal block (the nearest divisor of the MLP width)")
+    renamed(p, "--block-size", "--neuron-block")
+    p.add_argument("--neuron-candidates", type=int, default=0, metavar="N",
+                   help="blocks scored causally, by comparative score (0: all)")
+    add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
+    add_out(p, "the ranking (JSON); OUT.journal.jsonl beside it keeps every question's result "
+               "until it is written, so a rerun resumes an interrupted one")
+    add_running_arguments(p, batch=False)
     p.set_defaults(func=_neurons)
+
+
+@contextlib.contextmanager
+def decode_bar(quiet: bool):
+    """A ``progress(done, total)`` callback drawn as one labelled bar of greedy decodes, its
+    rate (and ETA) from the decodes made in this process only (a resumed journal's are not)."""
+    if quiet:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(desc="neuron location", unit="decode", dynamic_ncols=True, smoothing=0.05) as bar:
+        def progress(done: int, total: int) -> None:
+            if bar.total is None:
+                bar.reset(total)
+                bar.initial = bar.n = done
+                bar.refresh()
+            else:
+                bar.update(done - bar.n)
+
+        yield progress
 
 
 def _neurons(args) -> int:
     from zerogap.config import parse_pairs
     from zerogap.engine.base import SamplingSpec
-    from zerogap.io.files import check_output, read_text
+    from zerogap.io.files import check_output
     from zerogap.tasks import task_from_strings
 
-    if args.calibration_size < 1 or args.block_size < 1:
-        raise UserError("--calibration-size and --block-size must be at least 1")
+    if args.calibration_size < 1 or args.neuron_block < 1 or args.neuron_candidates < 0:
+        raise UserError("--calibration-size and --neuron-block must be at least 1, "
+                        "--neuron-candidates at least 0")
     SamplingSpec(m=1, max_new_tokens=args.max_new_tokens)  # the greedy decodes' limits
-    check_output(args.out, "--out", inputs=[args.leaked])
+    check_output(args.out, "--out", inputs=[args.leaked_ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     by_id = {q.id: q for q in questions}
-    wanted = [line.strip() for line in read_text(args.leaked).splitlines() if line.strip()]
+    wanted = read_ids(args.leaked_ids)
     unknown = [q for q in wanted if q not in by_id]
     if unknown:
-        raise UserError(f"{args.leaked}: {len(unknown)} ids not in split {args.split!r} of "
+        raise UserError(f"{args.leaked_ids}: {len(unknown)} ids not in split {args.split!r} of "
                         f"{args.task} (first: {unknown[0]!r})")
-    if not wanted:
-        raise UserError(f"{args.leaked}: no question ids")
     leaked = [by_id[q] for q in wanted]
     leaked_ids = set(wanted)
     calibration = [q for q in questions if q.id not in leaked_ids][: args.calibration_size]
@@ -80,19 +112,23 @@ def _neurons(args) -> int:
              "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]}
     kept = journal_path(args.out)
     resumed = kept.is_file()
-    journal = Journal(kept, {**setup, "block_size": args.block_size,
+    # Candidates only when set, so a journal kept before the flag existed still resumes.
+    journal = Journal(kept, {**setup, "block_size": args.neuron_block,
+                             **({"candidates": args.neuron_candidates}
+                                if args.neuron_candidates else {}),
                              "max_new_tokens": args.max_new_tokens})
     if resumed:
         print(f"resuming from {kept} ({len(journal)} question results kept)", file=sys.stderr)
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
-    ranking, meta = locate_neurons(
-        models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
-        models["contaminated"].tokenizer, task, leaked, calibration,
-        block_size=args.block_size, max_new_tokens=args.max_new_tokens,
-        progress=not args.quiet, journal=journal,
-    )
+    with decode_bar(args.quiet) as progress:
+        ranking, meta = locate_neurons(
+            models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
+            models["contaminated"].tokenizer, task, leaked, calibration,
+            block_size=args.neuron_block, candidates=args.neuron_candidates,
+            max_new_tokens=args.max_new_tokens, progress=progress, journal=journal,
+        )
     meta.update({
         role: {"spec": m.spec, "fingerprint": m.fingerprint} for role, m in models.items()
     })

@@ -7,15 +7,21 @@ import json
 import sys
 from pathlib import Path
 
+from zerogap.cli.flags import (
+    add_config_arguments,
+    add_out,
+    add_running_arguments,
+    add_task_arguments,
+)
 from zerogap.errors import UserError
 from zerogap.io.files import check_output, read_text
 
 EXAMPLES = """examples:
-  zerogap paraphrase --task arith --ids runs/laptop/split.json --backend local --model embedded \\
+  zerogap paraphrase --task arith --ids runs/laptop/split.json --model embedded \\
       --out runs/pq.jsonl
   export DEEPSEEK_API_KEY=...
   zerogap paraphrase --task gsm8k --task-option path=data/gsm8k --ids runs/llama2/split.json \\
-      --backend endpoint --base-url https://api.deepseek.com/v1 --endpoint-model deepseek-chat \\
+      --base-url https://api.deepseek.com/v1 --endpoint-model deepseek-chat \\
       --api-key-env DEEPSEEK_API_KEY --out runs/gsm8k-pq.jsonl
   zerogap contaminate ... --paraphrases runs/gsm8k-pq.jsonl --out runs/llama2-pq
 """
@@ -31,32 +37,39 @@ def register(subparsers) -> None:
                     "word bigrams, else it is retried and finally kept as the original, flagged.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--task", required=True)
-    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show')")
-    p.add_argument("--split", default="test")
-    p.add_argument("--ids", type=Path, default=None,
+    from zerogap.engine.base import SamplingSpec
+
+    add_task_arguments(p)
+    p.add_argument("--ids", type=Path, default=None, metavar="FILE",
                    help="only these questions: a contaminate split.json (its leaked ids) or a "
                         "file of ids, one per line (default: the whole split)")
-    p.add_argument("--limit", type=int, default=None, help="first N of those questions only")
-    p.add_argument("--backend", choices=("local", "endpoint"), required=True)
-    p.add_argument("--model", help="local backend: model spec (models.py)")
-    p.add_argument("--device", default=None, help="local backend: torch device")
-    p.add_argument("--max-new-tokens", type=int, default=160, help="local backend")
-    p.add_argument("--seed", type=int, default=0, help="local backend: seed of attempt 1")
-    p.add_argument("--base-url", help="endpoint backend: e.g. https://api.openai.com/v1")
-    p.add_argument("--endpoint-model", help="endpoint backend: the model name to request")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                   help="endpoint backend: environment variable holding the key (never stored; "
+    p.add_argument("--limit", type=int, default=None,
+                   help="first N of those questions only (default: all)")
+    g = p.add_argument_group("rewriter: a local model (--model) or an OpenAI-compatible "
+                             "endpoint (--base-url)")
+    g.add_argument("--model", help="a local model spec, as zerogap sample's --model (default: "
+                                   "none; give this or --base-url)")
+    g.add_argument("--base-url", help="an endpoint, e.g. https://api.openai.com/v1 (default: "
+                                      "none; give this or --model)")
+    g.add_argument("--backend", choices=("local", "endpoint"), dest="old_backend",
+                   help=argparse.SUPPRESS)  # before --model/--base-url chose it; see rewriter()
+    add_config_arguments(g, SamplingSpec, ("max_new_tokens", "seed"),
+                         defaults={"max_new_tokens": 160})
+    g.add_argument("--endpoint-model",
+                   help="endpoint: the model name to request (default: none; needed with "
+                        "--base-url)")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                   help="endpoint: environment variable holding the key (never stored; "
                         "unset: a warning, and requests go without a key; '' for no key)")
-    p.add_argument("--timeout", type=float, default=60.0, help="endpoint backend: seconds")
-    p.add_argument("--workers", type=int, default=4, help="endpoint backend: parallel requests")
-    p.add_argument("-T", "--temperature", type=float, default=0.7)
+    g.add_argument("--timeout", type=float, default=60.0, help="endpoint: seconds per request")
+    g.add_argument("--workers", type=int, default=4, help="endpoint: parallel requests")
+    add_config_arguments(p, SamplingSpec, ("temperature",), flags={
+        "temperature": ("-T", "--temperature")})
     p.add_argument("--attempts", type=int, default=3, help="tries per question before flagging")
     p.add_argument("--max-overlap", type=float, default=DEFAULT_MAX_OVERLAP,
                    help="most of the original's word bigrams a rewrite may keep")
-    p.add_argument("--out", required=True, type=Path, help="result JSONL (also the resume cache)")
-    p.add_argument("--quiet", action="store_true")
+    add_out(p, "result JSONL (also the resume cache)")
+    add_running_arguments(p, batch=False)
     p.set_defaults(func=_paraphrase)
 
 
@@ -75,6 +88,22 @@ def read_ids(path: Path) -> list[str]:
     return ids
 
 
+def rewriter(args) -> str:
+    """``local`` (``--model``) or ``endpoint`` (``--base-url``): exactly one of them, and the
+    old ``--backend`` word, if given, must agree."""
+    if bool(args.model) == bool(args.base_url):
+        raise UserError("give --model SPEC (a local rewriter) or --base-url URL (an endpoint), "
+                        "one of them")
+    chosen = "local" if args.model else "endpoint"
+    if args.old_backend is not None:
+        if args.old_backend != chosen:
+            raise UserError(f"--backend {args.old_backend} contradicts "
+                            f"{'--model' if args.model else '--base-url'}")
+        print("zerogap: note: --backend is no longer needed (--model or --base-url chooses "
+              "the rewriter); the old spelling will go", file=sys.stderr)
+    return chosen
+
+
 def _paraphrase(args) -> int:
     from zerogap.config import parse_pairs
     from zerogap.tasks import task_from_strings
@@ -86,11 +115,10 @@ def _paraphrase(args) -> int:
         raise UserError(f"--max-overlap must be in [0, 1), got {args.max_overlap}")
     if not args.temperature > 0:
         raise UserError(f"--temperature must be > 0, got {args.temperature}")
-    if args.backend == "local" and not args.model:
-        raise UserError("--backend local needs --model")
-    if args.backend == "endpoint" and not (args.base_url and args.endpoint_model):
-        raise UserError("--backend endpoint needs --base-url and --endpoint-model")
-    if args.backend == "local":
+    endpoint_wanted = rewriter(args) == "endpoint"
+    if endpoint_wanted and not args.endpoint_model:
+        raise UserError("--base-url needs --endpoint-model (the model name to request)")
+    if not endpoint_wanted:
         from zerogap.engine.base import SamplingSpec
 
         SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, seed=args.seed)  # its limits
@@ -110,7 +138,7 @@ def _paraphrase(args) -> int:
             raise UserError(f"--limit must be at least 1, got {args.limit}")
         questions = questions[: args.limit]
     backend: EndpointBackend | LocalBackend
-    if args.backend == "endpoint":
+    if endpoint_wanted:
         endpoint = EndpointBackend(
             args.base_url, args.endpoint_model, api_key_env=args.api_key_env,
             temperature=args.temperature, timeout=args.timeout, workers=args.workers)

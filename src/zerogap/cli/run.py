@@ -8,41 +8,59 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
+from zerogap.cli.flags import (
+    add_config_arguments,
+    add_out,
+    add_running_arguments,
+    add_task_arguments,
+    renamed,
+)
+from zerogap.engine.base import DEFAULT_BACKEND, backend_names
 from zerogap.errors import UserError
 
+# --chat-template without a file: the tokenizer's own template.
+TOKENIZER_TEMPLATE = "tokenizer"
+# How SamplingSpec's fields are spelled on the command line (the rest: --field-name).
+SAMPLING_FLAGS = {"m": ("-m",), "temperature": ("-T", "--temperature")}
+
 EXAMPLES = """examples:
-  zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \
-      -m 50 -T 0.7 --run-dir runs/base
-  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \
-      --run-dir runs/base
-  zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \
-      --greedy-dir runs/con-greedy --run-dir runs/con-railcap
-  zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \
-      --set base=embedded --run-dir runs/con-shortcut
+  zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
+      -m 50 -T 0.7 --out runs/base
+  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
+      --out runs/base
+  zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \\
+      --greedy-dir runs/con-greedy --out runs/con-railcap
+  zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
+      --set base=embedded --out runs/con-shortcut
   zerogap runs show runs/base [--json [OUT]]
   zerogap runs export runs/base --counts base.jsonl
 """
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
+    from zerogap.engine.base import SamplingSpec
+
     p.add_argument("--model", required=True,
                    help="'embedded', a .gguf file, a model or PEFT-adapter folder, or a hub id")
-    p.add_argument("--task", required=True, help="registered task name, e.g. gsm8k")
-    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show')")
-    p.add_argument("--split", default="test")
-    p.add_argument("--limit", type=int, default=None, help="first N questions only")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    add_task_arguments(p)
+    p.add_argument("--limit", type=int, default=None,
+                   help="first N questions only (default: all)")
+    add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
     p.add_argument("--strategy", default="identity",
                    help="registered strategy name (see 'zerogap strategy list')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                    help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
-    p.add_argument("--run-dir", required=True, type=Path)
-    p.add_argument("--device", default=None, help="torch device (default: cuda if present)")
-    p.add_argument("--max-batch", type=int, default=None,
-                   help="most rows decoded together (default: from free memory)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--chat-template", nargs="?", const=TOKENIZER_TEMPLATE, default=None,
+                   metavar="FILE",
+                   help="prompt instruct models through a chat template: the tokenizer's own "
+                        "(no value) or a Jinja file; recorded with the run (default: the raw "
+                        "prompt)")
+    p.add_argument("--system-instruction", default=None, metavar="TEXT",
+                   help="a system message (with --chat-template; else put before the prompt, "
+                        "then a blank line); recorded with the run (default: none)")
+    add_out(p, "run directory (SQLite store) to create or resume")
+    renamed(p, "--run-dir", "--out")
+    add_running_arguments(p)
     p.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND,
                    help="sampling engine: zerogap's transformers engine (default) or vLLM")
     add_engine_arguments(p, dtype_default=None)
@@ -74,16 +92,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sample", help="sample m responses per question into a run dir",
                               epilog=EXAMPLES, formatter_class=fmt)
     _add_common(p)
-    p.add_argument("-m", type=int, default=SamplingSpec.m, help="samples per question")
-    p.add_argument("-T", "--temperature", type=float, default=SamplingSpec.temperature,
-                   help=f"sampling temperature tau, 0.01 to 10 (default "
-                        f"{SamplingSpec.temperature}, the paper's)")
+    from zerogap.engine.base import SamplingSpec
+
+    add_config_arguments(p, SamplingSpec, ("m", "temperature", "seed", "top_k", "top_p"),
+                         flags=SAMPLING_FLAGS)
     p.add_argument("--greedy-dir", type=Path, default=None,
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
-                        "lne-blocking reuse (default: --run-dir)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
+                        "lne-blocking reuse (default: --out)")
     p.set_defaults(func=_sample)
 
     p = subparsers.add_parser("greedy", help="greedy decodes (with entropies) into a run dir",
@@ -95,15 +110,19 @@ def register(subparsers) -> None:
                               formatter_class=fmt)
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     show = sub.add_parser("show", help="summarise a run dir")
-    show.add_argument("run_dir", type=Path)
+    show.add_argument("run_dir", type=Path, help="a run directory (zerogap sample --out)")
     show.add_argument("--json", nargs="?", const="-", metavar="OUT",
-                      help="the summary as JSON instead: on stdout, or into OUT")
+                      help="the summary as JSON instead of the table: on stdout with '-' or no "
+                           "value, else into the file OUT (default: the table)")
     show.set_defaults(func=_show)
     export = sub.add_parser("export", help="export samples or per-question counts")
-    export.add_argument("run_dir", type=Path)
-    export.add_argument("--counts", type=Path, help="per-question counts JSONL (zerogap score)")
-    export.add_argument("--jsonl", type=Path, help="every sample as JSONL")
-    export.add_argument("--parquet", type=Path, help="every sample as Parquet")
+    export.add_argument("run_dir", type=Path, help="a run directory (zerogap sample --out)")
+    export.add_argument("--counts", type=Path, metavar="FILE",
+                        help="per-question counts JSONL, zerogap score's input (default: none)")
+    export.add_argument("--jsonl", type=Path, metavar="FILE",
+                        help="every sample as JSONL (default: none)")
+    export.add_argument("--parquet", type=Path, metavar="FILE",
+                        help="every sample as Parquet (default: none)")
     export.set_defaults(func=_export)
 
 
@@ -134,7 +153,7 @@ def engine_options(args, backend: str):
         except json.JSONDecodeError:
             options[key] = text
     engine = EngineOptions(device=args.device, dtype=args.dtype or "auto",
-                           max_batch=args.max_batch,
+                           max_batch=args.batch_size,
                            tensor_parallel_size=args.tensor_parallel_size,
                            pipeline_parallel_size=args.pipeline_parallel_size,
                            vllm_options=options)
@@ -207,13 +226,18 @@ def _prepare(args):
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
     task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
+    template = args.chat_template
+    if template not in (None, TOKENIZER_TEMPLATE):
+        from zerogap.io.files import read_text
+
+        template = read_text(template)
     greedy_dir = getattr(args, "greedy_dir", None)
-    if greedy_dir is not None and greedy_dir.resolve() == args.run_dir.resolve():
+    if greedy_dir is not None and greedy_dir.resolve() == args.out.resolve():
         greedy_dir = None  # one store, one writer
-    for folder in (args.run_dir, greedy_dir):
+    for folder in (args.out, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
-    engine = replace(engine, dtype=run_dtype(args.dtype, (args.run_dir, greedy_dir),
+    engine = replace(engine, dtype=run_dtype(args.dtype, (args.out, greedy_dir),
                                              args.device, args.backend))
     from zerogap.store import RunStore
 
@@ -225,9 +249,12 @@ def _prepare(args):
 
     loaded, backend = load_engine(args.model, args.backend, engine)
     from zerogap.runs import check_first_prompt
+    from zerogap.tasks.chat import chat_prompts
 
+    task = chat_prompts(task, loaded.tokenizer, template=template,
+                        system=args.system_instruction)
     check_first_prompt(loaded, task, questions, spec.max_new_tokens)  # before a store exists
-    store = RunStore(args.run_dir)
+    store = RunStore(args.out)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)
     except BaseException:
@@ -244,13 +271,13 @@ def _sample(args) -> int:
         try:
             n = run_sample(loaded, task, questions, store, spec, split=args.split,
                            strategy=args.strategy, strategy_options=options,
-                           greedy_store=greedy_store, max_batch=args.max_batch,
+                           greedy_store=greedy_store, max_batch=args.batch_size,
                            progress=not args.quiet, backend=backend)
         finally:
             if greedy_store is not None:
                 greedy_store.close()
         total = len(store.completed_questions())
-    print(f"sampled {n} questions ({total} stored, m={spec.m}) in {args.run_dir}")
+    print(f"sampled {n} questions ({total} stored, m={spec.m}) in {args.out}")
     return 0
 
 
@@ -261,10 +288,10 @@ def _greedy(args) -> int:
     with store:
         n = run_greedy(loaded, task, questions, store, split=args.split,
                        max_new_tokens=args.max_new_tokens, strategy=args.strategy,
-                       strategy_options=options, max_batch=args.max_batch,
+                       strategy_options=options, max_batch=args.batch_size,
                        progress=not args.quiet, backend=backend)
         total = len(store.completed_greedy())
-    print(f"decoded {n} questions greedily ({total} stored) in {args.run_dir}")
+    print(f"decoded {n} questions greedily ({total} stored) in {args.out}")
     return 0
 
 

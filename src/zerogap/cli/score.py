@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
+from zerogap.cli.flags import add_config_arguments, renamed
 from zerogap.cli.output import STDOUT, emit_json, json_destination
 from zerogap.config import parse_pairs
 from zerogap.errors import UserError
@@ -44,50 +45,48 @@ def register(subparsers) -> None:
         help="a strategy's per-question outcomes on the contaminated model (repeatable)",
     )
     add_scoring_options(p)
-    p.add_argument("--json", metavar="OUT",
-                   help="also write the results as JSON; '-': JSON on stdout, table on stderr")
-    p.add_argument("--lmeval-grading", default="anchor", metavar="MODE",
-                   help="grader of lm-evaluation-harness logs' raw responses: anchor (default), "
-                        "lmeval-strict, lmeval-strict-hash or lmeval-flexible")
+    add_json(p, "the results")
+    add_grading(p, "grader of lm-evaluation-harness logs' raw responses",
+                old=("--lmeval-grading",))
     p.set_defaults(func=run)
 
 
-def add_scoring_options(p) -> None:
-    """The scoring flags ``score`` and ``report`` share (defaults: :class:`ScoreSettings`)."""
-    defaults = ScoreSettings()
-    p.add_argument("--bins", type=int, default=None, metavar="B",
-                   help="SA-PPG strata (default: round(N / 26) kept within 5..50; the paper "
-                        "uses 50 on GSM8K's 1,319 questions)")
-    p.add_argument("--resamples", type=int, default=None, metavar="N",
-                   help=f"random swap patterns of the paired tests, exact enumeration when "
-                        f"2^N is fewer (default {defaults.resamples}; 0: no paired tests)")
-    p.add_argument("--bootstrap", type=int, default=None, dest="bootstrap",
-                   help=argparse.SUPPRESS)
-    p.add_argument("--level", type=float, default=None,
-                   help=f"confidence level (default {defaults.level})")
+def add_json(p, what: str) -> None:
+    """``--json [OUT]``: ``what`` as JSON too, on stdout (the table then on stderr) or into OUT."""
+    p.add_argument("--json", nargs="?", const=STDOUT, metavar="OUT",
+                   help=f"{what} as JSON too: on stdout (the table goes to stderr) with '-' or "
+                        "no value, else into the file OUT (default: no JSON)")
+
+
+def add_grading(p, what: str, old: tuple[str, ...] = ()) -> None:
+    """``--grading MODE`` (``old``: the command's former spellings): how raw responses are
+    graded."""
+    from zerogap.tasks.extract import modes
+
+    p.add_argument("--grading", default="anchor", metavar="MODE",
+                   help=f"{what}: {', '.join(modes())}")
+    for spelling in old:
+        renamed(p, spelling, "--grading")
+
+
+SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin")
+
+
+def add_scoring_options(p, names=SCORING, *, note: str = "", group=None) -> None:
+    """Flags of :class:`ScoreSettings`'s fields in ``names`` (``score``, ``report`` and
+    ``evaluate``; in ``group`` of parser ``p`` if given), unset unless given; the retired
+    ``--bootstrap`` and ``--within-questions`` still parse."""
+    add_config_arguments(group or p, ScoreSettings, names, unset=True, note=note)
+    renamed(p, "--bootstrap", "--resamples")
     p.add_argument("--within-questions", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--noise-sims", type=int, default=None,
-                   help=f"noise-floor simulations (default {defaults.noise_sims})")
-    p.add_argument("--seed", type=int, default=None,
-                   help=f"seed of the tests and draws (default {defaults.seed})")
-    p.add_argument("--margin", type=float, default=None, metavar="M",
-                   help=f"equivalence margin of the restoration verdicts: largest excess of "
-                        f"SA-PPG over the noise floor still called restored (default "
-                        f"{defaults.margin})")
 
 
-def scoring_changes(args) -> dict:
+def scoring_changes(args, names=SCORING) -> dict:
     """The scoring settings the flags set (unset flags keep the defaults or what a study
-    recorded); the retired spellings get one line on stderr."""
-    if args.bootstrap is not None:
-        print("note: --bootstrap is now --resamples (the paired tests swap outcomes instead "
-              "of resampling questions)", file=sys.stderr)
-        if args.resamples is None:
-            args.resamples = args.bootstrap
+    recorded); the retired ``--within-questions`` gets one line on stderr."""
     if args.within_questions:
-        print("note: --within-questions is no longer needed: every interval now includes the "
-              "sampling noise of the m samples", file=sys.stderr)
-    names = ("bins", "resamples", "level", "noise_sims", "seed", "margin")
+        print("zerogap: note: --within-questions is no longer needed: every interval now "
+              "includes the sampling noise of the m samples", file=sys.stderr)
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
@@ -110,9 +109,9 @@ def run(args) -> int:
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
     out = None if args.json is None else json_destination(args.json, "--json",
                                                           inputs=[args.clean, *pairs.values()])
-    check_mode(args.lmeval_grading)
-    clean = load_input("clean", args.clean, lmeval_grading=args.lmeval_grading)
-    mitigated = [load_input(name, path, lmeval_grading=args.lmeval_grading)
+    check_mode(args.grading)
+    clean = load_input("clean", args.clean, lmeval_grading=args.grading)
+    mitigated = [load_input(name, path, lmeval_grading=args.grading)
                  for name, path in pairs.items()]
     card = score(clean, mitigated, settings)
     print(render_table(card), file=sys.stderr if out == STDOUT else sys.stdout)

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
+from zerogap.cli.flags import renamed
+from zerogap.cli.score import add_grading
 from zerogap.errors import UserError
 from zerogap.io.files import read_text
-from zerogap.tasks import get_task, task_names, task_options
+from zerogap.tasks import task_names, task_options
 from zerogap.tasks.extract import modes
 
 EXAMPLES = """examples:
   zerogap task list
   zerogap task list --markdown
   zerogap task show arith --index 0
-  zerogap task show gsm8k --path data/gsm8k --index 0 --k 8
-  zerogap task grade gsm8k --path data/gsm8k --index 0 --response "The answer is 18."
-  zerogap task grade gsm8k --path data/gsm8k --index 0 --response-file out.txt \\
-      --mode lmeval-flexible
-  zerogap task show jsonl --path my.jsonl --question-field prompt --answer-field target --index 3
+  zerogap task show gsm8k --task-option path=data/gsm8k --task-option k=8 --index 0
+  zerogap task grade gsm8k --task-option path=data/gsm8k --index 0 \\
+      --response "The answer is 18."
+  zerogap task grade gsm8k --task-option path=data/gsm8k --index 0 --response-file out.txt \\
+      --grading lmeval-flexible
+  zerogap task show jsonl --task-option path=my.jsonl --task-option question_field=prompt \\
+      --task-option answer_field=target --index 3
 """
 
 
@@ -46,35 +51,32 @@ def register(subparsers) -> None:
     grade.set_defaults(func=_grade)
 
 
+# The task options ``task show`` and ``task grade`` once took as flags of their own.
+_OLD_OPTION_FLAGS = ("k", "seed", "path", "exemplars", "question_field", "answer_field")
+
+
 def _add_question_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="task name (see 'zerogap task list')")
     parser.add_argument("--index", type=int, required=True, help="row index within the split")
-    parser.add_argument("--split", default="test", help="split (default: test)")
-    parser.add_argument("--k", type=int, help="exemplars in the prompt (default: the task's)")
-    parser.add_argument(
-        "--seed", type=int, help="seed of the exemplar selection (arith: also of the items)"
-    )
-    parser.add_argument("--path", help="data folder or file (gsm8k, jsonl)")
-    parser.add_argument("--exemplars", help="JSONL file of exemplars (question, answer)")
-    parser.add_argument("--question-field", help="jsonl: field holding the question")
-    parser.add_argument("--answer-field", help="jsonl: field holding the answer")
-    parser.add_argument(
-        "--mode", choices=modes(), default="anchor", help="grading mode (default: anchor)"
-    )
+    parser.add_argument("--split", default="test", help="the task's dataset split")
+    parser.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="task option, converted by its declared type (listed by this "
+                             "command; repeatable), e.g. path=data/gsm8k or k=8")
+    for key in _OLD_OPTION_FLAGS:
+        renamed(parser, f"--{key.replace('_', '-')}", f"--task-option {key}=VALUE",
+                convert=functools.partial("{}={}".format, key))
+    add_grading(parser, "grading mode", old=("--mode",))
 
 
 def _task_and_question(args):
-    options = {
-        "k": args.k,
-        "seed": args.seed,
-        "path": args.path,
-        "exemplars": args.exemplars,
-        "question_field": args.question_field,
-        "answer_field": args.answer_field,
-    }
-    options = {key: value for key, value in options.items() if value is not None}
-    options["mode"] = args.mode
-    task = get_task(args.name, **options)
+    from zerogap.config import parse_pairs
+    from zerogap.tasks import task_from_strings
+
+    pairs = parse_pairs("--task-option", args.task_option)
+    if "mode" in pairs and pairs["mode"] != args.grading:
+        raise UserError(f"--task-option mode={pairs['mode']} and --grading {args.grading} differ; "
+                        "give the grading mode once, as --grading")
+    task = task_from_strings(args.name, {**pairs, "mode": args.grading})
     questions = task.questions(args.split)
     if not 0 <= args.index < len(questions):
         raise UserError(
@@ -119,7 +121,7 @@ def _grade(args) -> int:
             {
                 "task": task.name,
                 "id": question.id,
-                "mode": args.mode,
+                "mode": args.grading,
                 "gold": question.answer,
                 "extracted": grade.extracted,
                 "correct": grade.correct,

@@ -86,7 +86,7 @@ class EngineOptions(JsonConfig):
         "flag": "--dtype"})
     max_batch: int | None = field(default=None, metadata={
         "help": "most rows decoded at once (default: sized from free memory)", "min": 1,
-        "flag": "--max-batch"})
+        "flag": "--batch-size"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM tensor parallel size", "min": 1, "flag": "--tensor-parallel-size"})
     pipeline_parallel_size: int = field(default=1, metadata={

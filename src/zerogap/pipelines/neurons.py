@@ -14,8 +14,9 @@ and read by the shortcut strategy (:mod:`zerogap.decoding.shortcut`).
 * ranking by ``S + C``, top ``K``.
 
 The causal score costs two greedy passes over the calibration subset per block (about 1,300
-passes for a 7B model with 512-neuron blocks), so :func:`locate_neurons` shows progress
-(questions done, ETA) and keeps every question's result in a :class:`Journal` as it is
+passes for a 7B model with 512-neuron blocks), so :func:`locate_neurons` reports progress
+after every question of every greedy pass (a callback; the command line draws it) and keeps
+every question's result in a :class:`Journal` as it is
 computed: a rerun after an interruption decodes only what is missing. Where even that is too
 slow, ``candidates`` scores causally only the blocks with the highest mean comparative score
 (the others keep ``C = 0``, so they rank by ``S`` alone): a proposal, since the authors score
@@ -279,7 +280,7 @@ def locate_neurons(
     block_size: int = 512,
     candidates: int = 0,
     max_new_tokens: int = 256,
-    progress: bool = False,
+    progress: Callable[[int, int], None] | None = None,
     journal: Journal | None = None,
 ) -> tuple[list[Neuron], dict]:
     """Rank every neuron of layers ``0 .. L-2`` by ``S + C`` (Phase A of the method).
@@ -298,9 +299,11 @@ def locate_neurons(
     candidates : int
         Blocks scored causally, those with the highest mean comparative score
         (:func:`candidate_blocks`); 0 scores every block, as the authors do.
-    progress : bool
-        Show one bar over every greedy decode of a question (leaked items, then calibration
-        items per model and block), with its ETA.
+    progress : callable, optional
+        ``progress(done, total)`` over every greedy decode of a question (leaked items, then
+        calibration items per model and block): once at the start (``done`` counts the
+        journal's results) and after each question of each greedy pass, so a long causal
+        scoring advances pass by pass, never block by block.
     journal : Journal, optional
         Where each question's result is kept as it is computed; results already in it are
         not decoded again. Default: an in-memory one.
@@ -312,8 +315,6 @@ def locate_neurons(
     meta : dict
         Accuracies and sizes, for the saved file's provenance.
     """
-    from tqdm.auto import tqdm
-
     from zerogap.engine import greedy
 
     journal = journal if journal is not None else Journal(None, {})
@@ -322,8 +323,9 @@ def locate_neurons(
     every = (num_layers - 1) * (d_ff // block)
     scored = every if candidates == 0 else min(candidates, every)
     passes = 2 + 2 * scored  # unpatched, then two per scored block
-    bar = tqdm(total=len(leaked) + passes * len(calibration), initial=len(journal), unit="q",
-               desc="neuron location", disable=not progress, dynamic_ncols=True, smoothing=0.05)
+    total = len(leaked) + passes * len(calibration)
+    report = progress or (lambda done, total: None)
+    report(min(len(journal), total), total)
 
     def results(key: str, model: nn.Module, questions: Sequence, value: Callable,
                 patch: NeuronPatch | None = None) -> list:
@@ -333,32 +335,31 @@ def locate_neurons(
 
         def keep(i: int, generation) -> None:
             journal.record(key, todo[i].id, value(todo[i], generation))
-            bar.update()
+            report(min(len(journal), total), total)
 
         if todo:
             greedy(model, tokenizer, [task.prompt(q) for q in todo],
                    max_new_tokens=max_new_tokens, stop=task.stop, patch=patch, on_question=keep)
         return [journal.results[key][q.id] for q in questions]
 
-    with bar:
-        answers = results("leaked", contaminated, leaked, lambda q, g: list(g.token_ids))
-        items = [(tokenizer(task.prompt(q))["input_ids"], a)
-                 for q, a in zip(leaked, answers, strict=True)]
-        comparative = comparative_scores(contaminated, uncontaminated, items)
-        names = {id(base): "base", id(contaminated): "contaminated"}
+    answers = results("leaked", contaminated, leaked, lambda q, g: list(g.token_ids))
+    items = [(tokenizer(task.prompt(q))["input_ids"], a)
+             for q, a in zip(leaked, answers, strict=True)]
+    comparative = comparative_scores(contaminated, uncontaminated, items)
+    names = {id(base): "base", id(contaminated): "contaminated"}
 
-        def accuracy(model, patch):
-            key = names[id(model)]
-            if patch is not None:
-                (layer, first), (_, last) = patch.neurons[0], patch.neurons[-1]
-                key += f"+{layer}:{first}-{last}"
-            grades = results(key, model, calibration,
-                             lambda q, g: int(task.grade(q, g.text).correct), patch)
-            return sum(grades) / len(grades)
+    def accuracy(model, patch):
+        key = names[id(model)]
+        if patch is not None:
+            (layer, first), (_, last) = patch.neurons[0], patch.neurons[-1]
+            key += f"+{layer}:{first}-{last}"
+        grades = results(key, model, calibration,
+                         lambda q, g: int(task.grade(q, g.text).correct), patch)
+        return sum(grades) / len(grades)
 
-        blocks = candidate_blocks(comparative, block, candidates)
-        causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block,
-                               blocks=blocks)
+    blocks = candidate_blocks(comparative, block, candidates)
+    causal = causal_scores(base, contaminated, uncontaminated, accuracy, block_size=block,
+                           blocks=blocks)
     ranking = rank_neurons(comparative + causal, comparative.numel())
     meta = {
         "leaked": len(leaked), "calibration": len(calibration), "block_size": block,

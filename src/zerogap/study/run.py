@@ -157,7 +157,7 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         raise UserError(f"setting {spec.name}: no questions to evaluate")
     if "shortcut" in {parse_strategy(label)[0] for label in labels} and leaked is None:
         raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
-                         "leaked questions locate its neurons); give --split or leave it out "
+                         "leaked questions locate its neurons); give --split-file or leave it out "
                          "of --strategies")
     return _Setting(spec, task, questions, leaked, calibration,
                     _t_task(task, spec.task_split, questions))
@@ -326,7 +326,15 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
 
 @dataclass
 class StudyProgress:
-    """The one progress state of a whole study; ``eta`` is None until a rate is known."""
+    """The one progress state of a whole study; ``eta`` is None until a rate is known.
+
+    ``part_*`` count the current stage's own units when it has some (neuron location's greedy
+    decodes), which the questions counter does not see; a stage change clears them.
+    ``row_seconds`` is the time the rows took up to their last advance and ``part_rate`` the
+    seconds per part unit (0 until known), so the ETA is a rate of work done, not of time spent
+    loading models or in other stages, and stays put between advances (a display may count it
+    down).
+    """
 
     stage: str = ""
     jobs_done: int = 0
@@ -337,6 +345,11 @@ class StudyProgress:
     rows_total: int = 0
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
+    row_seconds: float = 0.0
+    part_unit: str = ""
+    part_done: int = 0
+    part_total: int = 0
+    part_rate: float = 0.0
 
     @property
     def elapsed(self) -> float:
@@ -348,24 +361,46 @@ class StudyProgress:
 
     @property
     def eta(self) -> float | None:
-        """Seconds left for the sampling that remains, at the rate of the rows done so far."""
+        """Seconds left: the sampling rows that remain at the rate of those done so far, plus,
+        within a stage counting its own units, those that remain at that stage's rate."""
         if not self.rows_done:
             return None
-        return self.elapsed / self.rows_done * (self.rows_total - self.rows_done)
+        left = self.row_seconds / self.rows_done * (self.rows_total - self.rows_done)
+        return left + self.part_rate * (self.part_total - self.part_done)
 
 
 class _Tracker:
     def __init__(self, callback: Callable[[StudyProgress], None] | None, state: StudyProgress):
         self.callback, self.state = callback, state
+        self.mark = time.monotonic()  # the start of the work the next advance counts
+        self.part_start, self.part_first = 0.0, 0
 
     def stage(self, text: str) -> None:
+        """A new stage: its work is timed from now (after any model it loaded)."""
         self.state.stage = text
+        self.state.part_unit, self.state.part_done, self.state.part_total = "", 0, 0
+        self.state.part_rate = 0.0
+        self.mark = time.monotonic()
         self.emit()
 
     def advance(self, rows: Sequence, greedy: bool = False) -> None:
+        now = time.monotonic()
+        self.state.row_seconds += now - self.mark
+        self.mark = now
         self.state.questions_done += 1
         self.state.rows_done += len(rows)
         self.state.tokens += sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
+        self.emit()
+
+    def part(self, unit: str, done: int, total: int) -> None:
+        """The stage's own counter (``done`` of ``total`` ``unit``); its rate counts only the
+        units done since the first report (a resumed stage's earlier ones took no time)."""
+        now, state = time.monotonic(), self.state
+        if state.part_unit != unit:
+            state.part_unit, self.part_start, self.part_first = unit, now, done
+        state.part_total, state.part_done = total, done
+        made = done - self.part_first
+        state.part_rate = (now - self.part_start) / made if made else 0.0
         self.emit()
 
     def emit(self) -> None:
@@ -444,8 +479,7 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models,
     from zerogap.store import RunStore
 
     if job.kind == "neurons":
-        tracker.stage(f"{s.spec.name}: locating shortcut neurons")
-        _locate_neurons(job.run_dir, study, s, models, dirs["greedy"])
+        _locate_neurons(job.run_dir, study, s, models, dirs["greedy"], tracker)
         return
     if job.kind == "design":
         tracker.stage(f"{s.spec.name}: design checks")
@@ -512,7 +546,7 @@ def _design_checks(path: Path, s: _Setting, dirs: dict[str, Path]) -> list:
 
 
 def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
-                    greedy_dir: Path) -> None:
+                    greedy_dir: Path, tracker: _Tracker) -> None:
     """Rank the setting's neurons into ``path``; each question's result is journaled beside
     it first, so a study stopped during this (hours on a 7B model) resumes where it stopped.
 
@@ -533,7 +567,9 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
     from zerogap.store import RunStore
 
     contaminated, clean = models("contaminated"), models("clean")
+    tracker.stage(f"{s.spec.name}: loading the base model")
     base = load_model(s.spec.base, device=str(contaminated.model.device))
+    tracker.stage(f"{s.spec.name}: locating shortcut neurons")
     by_id = {q.id: q for q in s.questions}
     leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
     d_ff = mlp_width(contaminated.model)[1]
@@ -561,6 +597,7 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
         s.calibration, block_size=block, candidates=study.neuron_candidates,
         max_new_tokens=study.max_new_tokens, journal=journal,
+        progress=lambda done, total: tracker.part("neuron decodes", done, total),
     )
     meta.update({
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
@@ -754,7 +791,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         entries.append({**_entry(s, dirs, controls, models, out, ranks), "seconds": seconds})
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "study.toml", study_toml(study, out))
+    write_text(out / "study.toml", study_toml(study))
     record = {
         "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,

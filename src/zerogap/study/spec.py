@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +42,21 @@ class SettingSpec(JsonConfig):
     ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
     """
 
-    name: str = field(metadata={"help": "the setting's name in tables and folders"})
-    clean: str = field(metadata={"help": "model spec of the uncontaminated model"})
-    contaminated: str = field(metadata={"help": "model spec of the contaminated model"})
-    task: str = field(metadata={"help": "registered task name"})
+    name: str = field(metadata={"help": "the setting's name in the tables (default: "
+                                        "setting-N)"})
+    clean: str = field(metadata={"help": "clean model M_cl: any model spec of zerogap sample"})
+    contaminated: str = field(metadata={"help": "contaminated model M_co"})
+    task: str = field(metadata={"help": "registered task name, e.g. gsm8k or arith"})
     base: str = field(default="embedded", metadata={
-        "help": "patch source of shortcut patching and base of neuron location"})
-    task_options: dict = field(default_factory=dict, metadata={"help": "the task's options"})
-    task_split: str = field(default="test", metadata={"help": "the task's split evaluated"})
+        "help": "base model: the shortcut strategy's patch source and neuron location's base"})
+    task_options: dict = field(default_factory=dict, metadata={
+        "help": "the task's options, e.g. {path = \"data/gsm8k\", k = 8}"})
+    task_split: str = field(default="test", metadata={"help": "the task's dataset split"})
     split_file: str | None = field(default=None, metadata={
-        "help": "JSON {leaked: [ids], unleaked: [ids]}"})
+        "help": "JSON {leaked: [ids], unleaked: [ids]} (zerogap contaminate's split.json); "
+                "without it a warning, no per-split rows, no shortcut"})
     limit: int | None = field(default=None, metadata={
-        "help": "first N questions (half leaked, half not with a split)", "min": 2})
+        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)", "min": 2})
 
     def __post_init__(self):
         super().__post_init__()  # every field of its declared type (a study file can hold anything)
@@ -84,9 +87,11 @@ class SweepSpec(JsonConfig):
     """
 
     models: str = field(metadata={"help": "a zerogap contaminate folder"})
-    epochs: tuple[int, ...] = field(default=(), metadata={"help": "epochs of each variant"})
-    copies: tuple[int, ...] = field(default=(), metadata={"help": "copies of each variant"})
-    limit: int | None = same_field(SettingSpec, "limit")
+    epochs: tuple[int, ...] = field(default=(), metadata={
+        "help": "M_co variants by training epochs (empty: the folder's)"})
+    copies: tuple[int, ...] = field(default=(), metadata={
+        "help": "M_co variants by copies of each leaked question (empty: the folder's)"})
+    limit: int | None = same_field(SettingSpec, "limit", help="as a setting's, for every variant")
 
     def __post_init__(self):
         super().__post_init__()
@@ -120,11 +125,13 @@ class StudySpec(JsonConfig):
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
     sweep: SweepSpec | None = field(default=None, metadata={"help": "the [sweep] table"})
     strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGIES, metadata={
-        "help": "strategy labels, name or name:key=value,..."})
-    ablation: bool = field(default=False, metadata={"help": "add the ablation grid"})
+        "help": "strategy labels: a name or name:key=value,... (railcap:n=3)"})
+    ablation: bool = field(default=False, metadata={
+        "help": "add RailCap n = 1..8 and 12 (cap), n = 4 (ban), LNE-blocking at T_task = 7"})
     controls: tuple[str, ...] = field(default=(), metadata={
-        "help": "strategies also applied to the clean model"})
-    all_controls: bool = field(default=False, metadata={"help": "every strategy's control"})
+        "help": "strategies also applied to the clean model (collateral damage alone)"})
+    all_controls: bool = field(default=False, metadata={
+        "help": "every strategy with a control applied to the clean model"})
     # The sampling and scoring fields are the runs' and the scorecard's own declarations.
     m: int = same_field(SamplingSpec, "m", min=2, help="samples per question (the 0/1 "
                         "readout needs at least 2)")
@@ -136,13 +143,14 @@ class StudySpec(JsonConfig):
     margin: float = same_field(ScoreSettings, "margin")
     level: float = same_field(ScoreSettings, "level")
     calibration_size: int = field(default=100, metadata={
-        "help": "questions neuron location scores", "min": 1})
+        "help": "questions scoring shortcut neurons, half leaked", "min": 1})
     neuron_block: int = field(default=512, metadata={
-        "help": "neurons per block of neuron location (0: one MLP layer)", "min": 0})
+        "help": "neurons per causal block (0: one MLP layer)", "min": 0})
     neuron_candidates: int = field(default=0, metadata={
-        "help": "blocks scored causally (0: every block)", "min": 0})
-    title: str = field(default="", metadata={"help": "the report's title"})
-    backend: str = field(default=DEFAULT_BACKEND, metadata={"help": "registered backend name"})
+        "help": "blocks scored causally, by comparative score (0: all)", "min": 0})
+    title: str = field(default="", metadata={"help": "the report's title (empty: out's name)"})
+    backend: str = field(default=DEFAULT_BACKEND, metadata={
+        "help": "sampling engine: a registered backend name (hf, vllm)"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -192,10 +200,13 @@ _SETTING_KEYS = {f.name for f in fields(SettingSpec)}
 _SWEEP_KEYS = {f.name for f in fields(SweepSpec)}
 _STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings", "sweep"}
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file")
+# Task options that name files (gsm8k's and jsonl's data, any task's exemplars).
+_TASK_PATH_KEYS = ("path", "exemplars")
 
 
 def _relative_to_file(path: Path, entry: dict, keys) -> dict:
-    """Relative paths in ``keys`` that exist beside the study file are taken from there."""
+    """Relative paths in ``keys`` that exist beside the study file are taken from there (a
+    value that exists nowhere there, a hub id say, stays as written)."""
     entry = dict(entry)
     for key in keys:
         value = entry.get(key)
@@ -203,6 +214,39 @@ def _relative_to_file(path: Path, entry: dict, keys) -> dict:
                 and not Path(value).is_absolute():
             entry[key] = str(path.parent / value)
     return entry
+
+
+def _holds_study(folder: Path) -> bool:
+    """Whether ``folder`` is a study folder: its record, or runs of one cut short before it."""
+    from zerogap.analysis.folder import STUDY_FILE
+
+    return (folder / STUDY_FILE).is_file() or (folder / "runs").is_dir()
+
+
+def study_out(path: Path, value: str) -> tuple[Path, str | None]:
+    """The folder ``out = value`` of study file ``path`` names, and a note when it is read the
+    old way.
+
+    ``out`` is relative to the study file, as every other path in it. A study that ran before
+    this rule read ``out`` relative to the working folder: when nothing is beside the file
+    under that name but the working folder holds a study there, that folder is taken (so the
+    study resumes instead of sampling again), with a note; likewise a ``study.toml`` written
+    back into a study folder before this rule (its ``out`` then named that folder from
+    wherever it ran).
+    """
+    out = Path(value).expanduser()
+    if out.is_absolute():
+        return out, None
+    beside = path.parent / out
+    if _holds_study(beside):
+        return beside, None
+    for legacy, where in ((out, "the working folder"), (path.parent, "this file's own folder")):
+        if _holds_study(legacy) and legacy.resolve() != beside.resolve():
+            return legacy, (f"{path}: out = {value!r} is read relative to the study file now "
+                            f"({beside} holds no study); using the study in {legacy} "
+                            f"({where}) that it named before; write out = "
+                            f"{json.dumps(str(legacy.resolve()))} to silence this")
+    return beside, None
 
 
 def _table(path: Path, table: Any, known: set, where: str) -> dict:
@@ -224,12 +268,16 @@ def _build(path: Path, cls, entry: dict, where: str | None):
         raise DataError(f"{path}: {where + ': ' if where else ''}{err}") from None
 
 
-def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
+def load_study(path: str | Path, *, notes: list[str] | None = None,
+               **overrides) -> tuple[StudySpec, Path | None]:
     """Read a TOML study file: top-level study fields, ``out``, ``[[setting]]`` tables and an
-    optional ``[sweep]`` table (:class:`SweepSpec`'s fields).
+    optional ``[sweep]`` table (:class:`SweepSpec`'s fields); docs/study.md lists every key.
 
-    Relative model and split paths are taken relative to the file's folder when they exist
-    there. ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None).
+    Every relative path is taken relative to the file's folder: ``out`` always (see
+    :func:`study_out`, which reads a study that ran before this rule as it did then), model,
+    split, sweep and task-option paths (``path``, ``exemplars``) when they exist there.
+    ``overrides`` replace top-level fields. Returns the spec and ``out`` (or None); lines for
+    the user (an old ``out``, a setting without a split file) are appended to ``notes``.
     Raises ``ValueError`` naming the file and the bad key or value.
     """
     path = Path(path)
@@ -260,6 +308,9 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
     for i, entry in enumerate(raw_settings, 1):
         where = f"[[setting]] {i}"
         entry = _relative_to_file(path, _table(path, entry, _SETTING_KEYS, where), _PATH_KEYS)
+        if isinstance(entry.get("task_options"), dict):
+            entry["task_options"] = _relative_to_file(path, entry["task_options"],
+                                                      _TASK_PATH_KEYS)
         entry.setdefault("name", f"setting-{i}")
         settings.append(_build(path, SettingSpec, entry, where))
     for key in ("strategies", "controls"):
@@ -270,7 +321,51 @@ def load_study(path: str | Path, **overrides) -> tuple[StudySpec, Path | None]:
         spec = StudySpec(settings=tuple(settings), sweep=sweep, **data)
     except (TypeError, ValueError) as err:
         raise DataError(f"{path}: {err}") from None
-    return spec, None if out is None else Path(out)
+    folder = None
+    if out is not None:
+        folder, note = study_out(path, out)
+        if note and notes is not None:
+            notes.append(note)
+    if notes is not None:
+        notes += unsplit_warnings(spec)
+    return spec, folder
+
+
+def unsplit_warnings(spec: StudySpec) -> list[str]:
+    """A line per setting without a split file: its questions are not told apart as leaked
+    and unleaked, so the report has no per-split rows and the shortcut strategy cannot run."""
+    return [f"setting {s.name} has no split_file: its questions are scored together, with no "
+            "leaked/unleaked rows (give the split.json zerogap contaminate wrote)"
+            for s in spec.settings if not s.split_file]
+
+
+OUT_HELP = ("the study folder (runs, tables, report), relative to the study file; "
+            "--out overrides it")
+
+
+def study_key_table() -> str:
+    """Markdown: every key of a study file, from the fields' declarations (docs/study.md)."""
+    def rows(where: str, cls, skip=()) -> list[str]:
+        out = []
+        for f in fields(cls):
+            if f.name in skip:
+                continue
+            if f.default_factory is not MISSING:
+                default = f"`{_toml_value(f.default_factory())}`"
+            elif f.default is not MISSING:
+                default = f"`{_toml_value(f.default)}`" if f.default not in (None, "") else "—"
+            else:
+                default = "see meaning" if "default" in f.metadata["help"] else "required"
+            out.append(f"| {where} | `{f.name}` | {default} | "
+                       f"{f.metadata['help'].replace('|', chr(92) + '|')} |")
+        return out
+
+    lines = ["| table | key | default | meaning |", "|---|---|---|---|",
+             f"| top level | `out` | — | {OUT_HELP} |"]
+    lines += rows("top level", StudySpec, skip=("settings", "sweep"))
+    lines += rows("`[[setting]]`", SettingSpec)
+    lines += rows("`[sweep]`", SweepSpec)
+    return "\n".join(lines) + "\n"
 
 
 def _toml_value(value: Any) -> str:
@@ -288,10 +383,11 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} to TOML")
 
 
-def study_toml(spec: StudySpec, out: Path) -> str:
-    """The study as a TOML file :func:`load_study` reads back (None values left out)."""
+def study_toml(spec: StudySpec) -> str:
+    """The study as the TOML file written into its own folder (``out = "."``, which
+    :func:`load_study` reads relative to the file), None values left out."""
     data = spec.to_dict()
-    lines = [f"out = {_toml_value(str(out))}"]
+    lines = ['out = "."']
     lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
               if k not in ("settings", "sweep") and v is not None]
     if data["sweep"] is not None:
