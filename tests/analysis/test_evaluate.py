@@ -83,13 +83,19 @@ def test_ted_reads_identitys_samples_and_its_first_read_is_a_kept_one(study_dir)
 
 
 def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
-    out, _, _ = study_dir
+    out, first, _ = study_dir
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
+    seconds = json.loads((out / "study.json").read_text())["settings"][0]["seconds"]
     states = []
-    evaluate(reduced_study(), out, progress=states.append)
+    again = evaluate(reduced_study(), out, progress=states.append)
     assert states[-1].rows_total == 0 and states[-1].questions_done == 0
     after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     assert after.keys() == before.keys()
+    # the jobs' times are the earlier run's, so the resumed study prints the same summary
+    assert json.loads((out / "study.json").read_text())["settings"][0]["seconds"] == seconds
+    from zerogap.analysis.report import summary_table
+
+    assert summary_table(again) == summary_table(first)
 
 
 def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):

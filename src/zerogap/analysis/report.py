@@ -66,7 +66,7 @@ class SettingChecks:
     findings: tuple[Finding, ...]
     controls: Scorecard | None
     baselines: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)  # wall time per job of the last invocation
+    seconds: dict = field(default_factory=dict)  # wall time per job, whenever it ran
 
     def lines(self) -> list[str]:
         """Plain-text lines: baselines' settings, criteria, findings, controls."""
@@ -88,7 +88,7 @@ class SettingChecks:
         if self.seconds:
             total = sum(self.seconds.values())
             located = sum(v for k, v in self.seconds.items() if "neurons" in k)
-            out.append(f"time this run: {total:.0f} s for the study's jobs, shortcut-neuron "
+            out.append(f"time: {total:.0f} s for the study's jobs, shortcut-neuron "
                        f"location {located:.0f} s ({located / max(total, 1e-9):.0%})")
         out.append("findings (one-sided paired tests, alpha 0.05):")
         out += [f"  {f.sentence()}" for f in self.findings]

@@ -747,6 +747,17 @@ def build_sweep(sweep: SweepSpec, *, progress: bool = False) -> None:
         build(sweep_config(sweep), Path(sweep.models), progress=progress)
 
 
+def _recorded_seconds(out: Path) -> dict[str, dict[str, float]]:
+    """Each setting's job times in an earlier ``study.json`` of ``out`` (none when there is
+    none or it cannot be read: the times are a report's aside, never a reason to stop)."""
+    try:
+        record = json.loads((out / STUDY_FILE).read_text(encoding="utf-8"))
+        return {e["name"]: {k: float(v) for k, v in e.get("seconds", {}).items()}
+                for e in record["settings"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
              device: str | None = None, max_batch: int | None = None,
              engine: EngineOptions | None = None,
@@ -773,9 +784,11 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
     entries = []
+    earlier = _recorded_seconds(out)
     for s, jobs, dirs, controls in planned:
         models = _Models(s.spec, study.backend, engine, tracker)
-        seconds: dict[str, float] = {}  # wall time of each job this invocation ran
+        # Wall time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
+        seconds: dict[str, float] = dict(earlier.get(s.spec.name, {}))
         try:
             for job in jobs:
                 if job.todo:
