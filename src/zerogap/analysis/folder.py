@@ -74,6 +74,15 @@ class _Checker:
             raise self.fail(f"{where}.{key}", "expected a list of strings")
         return value
 
+    def members(self, folder: Path, named: Mapping, key: str, *, inside: str = "") -> None:
+        """Every value of ``named`` (label -> path) a string naming a file in ``folder`` (with
+        ``inside``: a folder holding that file)."""
+        for label, value in named.items():
+            if not isinstance(value, str):
+                raise self.fail(f"{key}.{label}", f"expected a string, got {_short(value)}")
+            self.member(folder, os.path.join(value, inside) if inside else value,
+                        f"{key}.{label}")
+
     def member(self, folder: Path, value: str, key: str, *, folder_kind: bool = False) -> Path:
         """``folder / value``, refused unless it is a relative path inside ``folder`` naming a
         file (or, with ``folder_kind``, a folder) that exists."""
@@ -129,17 +138,9 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
     strategies = check.get(counts, "strategies", inside, dict)
     if not strategies:
         raise check.fail(f"{inside}.strategies", "no strategy")
-    for label, value in strategies.items():
-        key = f"{inside}.strategies.{label}"
-        if not isinstance(value, str):
-            raise check.fail(key, f"expected a string, got {_short(value)}")
-        check.member(folder, value, key)
+    check.members(folder, strategies, f"{inside}.strategies")
     runs = check.get(entry, "figure_runs", where, dict, optional=True) or {}
-    for label, value in runs.items():
-        key = f"{where}.figure_runs.{label}"
-        if not isinstance(value, str):
-            raise check.fail(key, f"expected a string, got {_short(value)}")
-        check.member(folder, os.path.join(value, "run.sqlite"), key)
+    check.members(folder, runs, f"{where}.figure_runs", inside="run.sqlite")
     _extras(check, folder, entry, where)
     ranks_file = check.get(entry, "ranks", where, str, optional=True)
     if ranks_file is None:
@@ -160,11 +161,7 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
                 "calibration_leaked") if shortcut else ():
         check.get(shortcut, key, f"{where}.baselines.shortcut", int, optional=True)
     controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
-    for label, value in (controls or {}).items():
-        key = f"{where}.counts.controls.{label}"
-        if not isinstance(value, str):
-            raise check.fail(key, f"expected a string, got {_short(value)}")
-        check.member(folder, value, key)
+    check.members(folder, controls or {}, f"{where}.counts.controls")
     seconds = check.get(entry, "seconds", where, dict, optional=True) or {}
     for label, value in seconds.items():
         if not isinstance(value, _NUMBER) or isinstance(value, bool) or value < 0:
