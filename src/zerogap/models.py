@@ -403,15 +403,27 @@ def check_model_spec(spec: str, *, relative_to: Path | None = None,
     check_model_spec(base, relative_to=path, _chain=(*_chain, here))
 
 
-def _load_any(spec: str, dtype, relative_to: Path | None = None):
-    """(model, tokenizer) for any spec; relative paths in adapter configs resolve next to them."""
+def _source(spec: str, relative_to: Path | None = None) -> Path | str:
+    """Where ``spec``'s files are: a local folder (``embedded`` and GGUF files: the converted
+    one in the cache) or a hub id; relative paths in adapter configs resolve next to them."""
     if spec == EMBEDDED:
-        return _load_folder(_cached_gguf_folder(embedded_gguf()), dtype)
+        return _cached_gguf_folder(embedded_gguf())
     path = _local_path(spec, relative_to)
-    if path is not None:
-        if path.is_file():
-            return _load_folder(_cached_gguf_folder(path), dtype)
-        return _load_folder(path, dtype)
+    if path is None:
+        return spec
+    return _cached_gguf_folder(path) if path.is_file() else path
+
+
+def _hub_error(spec: str, err: OSError) -> UserError:
+    first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return UserError(f"could not load model {spec!r} from the hub: {first_line}")
+
+
+def _load_any(spec: str, dtype, relative_to: Path | None = None):
+    """(model, tokenizer) for any spec."""
+    source = _source(spec, relative_to)
+    if isinstance(source, Path):
+        return _load_folder(source, dtype)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -420,11 +432,23 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype,
                                                          use_safetensors=True, **_SAFE)
     except OSError as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(
-            f"could not load model {spec!r} from the hub: {first_line}"
-        ) from None
+        raise _hub_error(spec, err) from None
     return model, tokenizer
+
+
+def load_tokenizer(spec: str, relative_to: Path | None = None):
+    """The tokenizer :func:`load_model` gives ``spec`` (an adapter's is its base's), without
+    loading any weights: a study renders chat-template prompts with it before sampling."""
+    from transformers import AutoTokenizer
+
+    check_model_spec(spec, relative_to=relative_to)
+    source = _source(spec, relative_to)
+    if isinstance(source, Path) and (source / "adapter_config.json").is_file():
+        return load_tokenizer(_adapter_base(source / "adapter_config.json"), relative_to=source)
+    try:
+        return AutoTokenizer.from_pretrained(source, **_SAFE)
+    except OSError as err:
+        raise _hub_error(spec, err) from None
 
 
 def _plain_folder(spec: str) -> Path | None:

@@ -21,7 +21,12 @@ from zerogap.cli.flags import (
     add_task_arguments,
     renamed,
 )
-from zerogap.cli.run import SAMPLING_FLAGS, add_engine_arguments, engine_options
+from zerogap.cli.run import (
+    SAMPLING_FLAGS,
+    add_chat_arguments,
+    add_engine_arguments,
+    engine_options,
+)
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
 from zerogap.engine.base import EngineOptions, SamplingSpec, backend_names
 from zerogap.errors import UserError
@@ -41,7 +46,7 @@ STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "ma
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
                "neuron_candidates", "backend")
 SETTING_FLAGS = ("clean", "contaminated", "task", "split", "split_file", "limit", "task_option",
-                 "models", "sweep")
+                 "chat_template", "system_instruction", "models", "sweep")
 STUDY_FILE_NOTE = ", or the study file's"
 
 
@@ -67,6 +72,7 @@ def register(subparsers) -> None:
                    help="first N questions (with a split file: N/2 leaked and N/2 unleaked; "
                         "default: all)")
     g.add_argument("--name", default="setting", help="setting name in the tables")
+    add_chat_arguments(g)
     g = p.add_argument_group("contamination strength (instead of --clean/--contaminated/--task)")
     g.add_argument("--models", type=Path, default=None, metavar="DIR",
                    help="a zerogap contaminate folder: one setting per M_co variant in it "
@@ -232,6 +238,7 @@ def _study_from_args(args, notes: list[str] | None = None):
         task_options=task_option_values(args.task, parse_pairs("--task-option", args.task_option)),
         task_split=args.split or "test",
         split_file=None if args.split_file is None else str(args.split_file), limit=args.limit,
+        chat_template=args.chat_template, system_instruction=args.system_instruction,
     )
     study = StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
                                               if v is not None})
@@ -245,7 +252,8 @@ def _sweep_study(args, overrides: dict):
     from zerogap.study.spec import StudySpec, SweepSpec
 
     given = [f"--{k.replace('_', '-')}" for k in ("clean", "contaminated", "task", "split",
-                                                   "split_file", "task_option", "base")
+                                                   "split_file", "task_option", "base",
+                                                   "chat_template", "system_instruction")
              if getattr(args, k)]
     if given:
         raise UserError(f"--models DIR gives the models, task and split; drop {given[0]}")

@@ -18,8 +18,6 @@ from zerogap.cli.flags import (
 from zerogap.engine.base import DEFAULT_BACKEND, backend_names
 from zerogap.errors import UserError
 
-# --chat-template without a file: the tokenizer's own template.
-TOKENIZER_TEMPLATE = "tokenizer"
 # How SamplingSpec's fields are spelled on the command line (the rest: --field-name).
 SAMPLING_FLAGS = {"m": ("-m",), "temperature": ("-T", "--temperature")}
 
@@ -50,6 +48,19 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="registered strategy name (see 'zerogap strategy list')")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
                    help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
+    add_chat_arguments(p)
+    add_out(p, "run directory (SQLite store) to create or resume")
+    renamed(p, "--run-dir", "--out")
+    add_running_arguments(p)
+    p.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND,
+                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
+    add_engine_arguments(p, dtype_default=None)
+
+
+def add_chat_arguments(p) -> None:
+    """``--chat-template [FILE]`` and ``--system-instruction TEXT`` (sample, greedy, evaluate)."""
+    from zerogap.tasks.chat import TOKENIZER_TEMPLATE
+
     p.add_argument("--chat-template", nargs="?", const=TOKENIZER_TEMPLATE, default=None,
                    metavar="FILE",
                    help="prompt instruct models through a chat template: the tokenizer's own "
@@ -58,12 +69,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system-instruction", default=None, metavar="TEXT",
                    help="a system message (with --chat-template; else put before the prompt, "
                         "then a blank line); recorded with the run (default: none)")
-    add_out(p, "run directory (SQLite store) to create or resume")
-    renamed(p, "--run-dir", "--out")
-    add_running_arguments(p)
-    p.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND,
-                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
-    add_engine_arguments(p, dtype_default=None)
 
 
 def add_engine_arguments(p: argparse.ArgumentParser, *, dtype_default: str | None = "float32"
@@ -226,11 +231,9 @@ def _prepare(args):
     if not questions:
         raise UserError(f"task {args.task} has no questions in split {args.split!r}")
     task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
-    template = args.chat_template
-    if template not in (None, TOKENIZER_TEMPLATE):
-        from zerogap.io.files import read_text
+    from zerogap.tasks.chat import read_template
 
-        template = read_text(template)
+    template = read_template(args.chat_template)
     greedy_dir = getattr(args, "greedy_dir", None)
     if greedy_dir is not None and greedy_dir.resolve() == args.out.resolve():
         greedy_dir = None  # one store, one writer

@@ -119,6 +119,18 @@ def _t_task(task: Any, split: str, questions: Sequence) -> int | None:
     return scaled_t_task(sum(words) / len(words))
 
 
+def _chat_task(spec: SettingSpec, task: Any) -> Any:
+    """``task`` prompted as the setting asks, rendered with the contaminated model's tokenizer
+    (its template file read and the tokenizer loaded now: no weights, before any sampling).
+    Both models see the same prompts, so their solve probabilities compare."""
+    from zerogap.models import load_tokenizer
+    from zerogap.tasks.chat import chat_prompts, read_template
+
+    template = read_template(spec.chat_template)
+    return chat_prompts(task, load_tokenizer(spec.contaminated), template=template,
+                        system=spec.system_instruction)
+
+
 def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size: int, *,
                      check_models: bool = True) -> _Setting:
     from zerogap.tasks import get_task
@@ -128,6 +140,10 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
     try:
         task = get_task(spec.task, **spec.task_options)
         questions = task.questions(spec.task_split)
+        if spec.chat_template or spec.system_instruction:
+            task = _chat_task(spec, task)
+            if questions:  # a template that cannot render this task's prompt fails here
+                task.prompt(questions[0])
     except ZerogapError as err:
         raise type(err)(f"setting {spec.name}: task {spec.task}: {err}") from None
     leaked = None

@@ -23,6 +23,7 @@ from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
@@ -32,6 +33,8 @@ ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 
 # Strategies with nothing to apply to the clean model as a control: identity is the clean
 # model's second batch, All-Zero samples nothing.
 NO_CONTROL = ("identity", "all-zero")
+# A setting's keys that name files (relative ones are read beside the study file).
+_PATH_KEYS = ("clean", "contaminated", "base", "split_file", "chat_template")
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,21 @@ class SettingSpec(JsonConfig):
                 "without it a warning, no per-split rows, no shortcut"})
     limit: int | None = field(default=None, metadata={
         "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)", "min": 2})
+    chat_template: str | None = field(default=None, metadata={
+        "help": "prompt instruct models through a chat template: \"tokenizer\" (the models' "
+                "own) or a Jinja file; recorded with the runs (default: the raw prompt)"})
+    system_instruction: str | None = field(default=None, metadata={
+        "help": "a system message (with chat_template; else put before the prompt, then a "
+                "blank line)"})
 
     def __post_init__(self):
         super().__post_init__()  # every field of its declared type (a study file can hold anything)
         for key in ("name", "clean", "contaminated", "task", "base"):
             if not getattr(self, key):
                 raise UserError(f"setting {self.name or '?'}: {key} must be a non-empty string")
-        for key in ("clean", "contaminated", "base", "split_file"):
-            object.__setattr__(self, key, _absolute(getattr(self, key)))
+        for key in _PATH_KEYS:
+            if getattr(self, key) != TOKENIZER_TEMPLATE:
+                object.__setattr__(self, key, _absolute(getattr(self, key)))
 
 
 def _absolute(value: str | None) -> str | None:
@@ -199,7 +209,6 @@ class StudySpec(JsonConfig):
 _SETTING_KEYS = {f.name for f in fields(SettingSpec)}
 _SWEEP_KEYS = {f.name for f in fields(SweepSpec)}
 _STUDY_KEYS = {f.name for f in fields(StudySpec)} - {"settings", "sweep"}
-_PATH_KEYS = ("clean", "contaminated", "base", "split_file")
 # Task options that name files (gsm8k's and jsonl's data, any task's exemplars).
 _TASK_PATH_KEYS = ("path", "exemplars")
 

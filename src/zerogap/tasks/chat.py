@@ -18,6 +18,8 @@ from typing import Any
 from zerogap.errors import UserError
 from zerogap.tasks.base import Grade, Question, Task
 
+# The chat template named by this word rather than a file: the tokenizer's own.
+TOKENIZER_TEMPLATE = "tokenizer"
 
 class ChatPrompts:
     """``task`` prompted through ``template`` (Jinja text; None: no template) and ``system``.
@@ -73,6 +75,16 @@ class ChatPrompts:
         return {**self.task.config(), **prompting}
 
 
+def read_template(value: str | None) -> str | None:
+    """A ``--chat-template`` value as :func:`chat_prompts` takes it: None, the word
+    :data:`TOKENIZER_TEMPLATE`, or a Jinja file's text (read now, before any model loads)."""
+    if value in (None, TOKENIZER_TEMPLATE):
+        return value
+    from zerogap.io.files import read_text
+
+    return read_text(value)
+
+
 def chat_prompts(task: Task, tokenizer: Any, *, template: str | None,
                  system: str | None) -> Task:
     """``task`` as the flags ask: unchanged without them, else :class:`ChatPrompts`.
@@ -82,7 +94,7 @@ def chat_prompts(task: Task, tokenizer: Any, *, template: str | None,
     """
     if template is None and not system:
         return task
-    if template == "tokenizer":
+    if template == TOKENIZER_TEMPLATE:
         template = getattr(tokenizer, "chat_template", None)
         if isinstance(template, dict):  # named templates: the default one
             template = template.get("default")
