@@ -93,6 +93,13 @@ def test_static_rules(path):
         assert not prints, f"{module} prints on lines {prints}"
         # No module outside the command line imports from it (no cycle back into cli).
         assert not any(i == "zerogap.cli" or i.startswith("zerogap.cli.") for i in imports)
+    # Progress is reported as events; zerogap.progress alone draws bars, for the front ends.
+    if module != "zerogap.progress":
+        assert not [i for i in imports if i.split(".")[0] == "tqdm"], f"{module} draws bars"
+    if not module.startswith("zerogap.cli") and module not in ("zerogap.progress",
+                                                                "zerogap.harness"):
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert not names & {"Bars", "progress_bars"}, f"{module} draws progress"
 
 
 # A fresh interpreter in which torch (and what needs it) cannot be imported at all.

@@ -68,7 +68,7 @@ class GenerateBackend:
         return g if cut < 0 else Generation(g.token_ids, g.text[:cut], "stop")
 
     def sample(self, prompts, spec, *, question_ids, intervention=None, patch=None,
-               progress=False, on_question=None):
+               progress=None, on_question=None):
         if intervention is not None or patch is not None:
             raise UserError("backend hf-generate runs no intervention")
         out = []
@@ -80,7 +80,7 @@ class GenerateBackend:
             out.append(gens)
         return out
 
-    def greedy(self, prompts, spec, *, entropies=False, patch=None, progress=False,
+    def greedy(self, prompts, spec, *, entropies=False, patch=None, progress=None,
                on_question=None):
         if entropies or patch is not None:
             raise UserError("backend hf-generate gives no entropies and runs no patch")

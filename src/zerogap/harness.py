@@ -45,6 +45,7 @@ from lm_eval.models.utils import normalize_gen_kwargs
 from zerogap.config import show_value
 from zerogap.engine.base import SamplingSpec
 from zerogap.errors import UserError
+from zerogap.progress import ProgressCallback, progress_bars
 from zerogap.strategies import PrepareContext, Strategy, parse_overrides
 
 __all__ = ["MODEL_NAME", "ZerogapLM", "plan_requests", "request_spec"]
@@ -194,12 +195,12 @@ class ZerogapLM(LM):
 
     def generate_until(self, requests: list, disable_tqdm: bool = False) -> list[str]:
         out = [""] * len(requests)  # every position belongs to exactly one group
-        progress = not disable_tqdm and self.rank == 0
-        for group in plan_requests(requests):
-            for positions, texts in zip(group.positions, self._serve(group, progress),
-                                        strict=True):
-                for pos, text in zip(positions, texts, strict=True):
-                    out[pos] = text
+        with progress_bars(quiet=disable_tqdm or self.rank != 0) as progress:
+            for group in plan_requests(requests):
+                for positions, texts in zip(group.positions, self._serve(group, progress),
+                                            strict=True):
+                    for pos, text in zip(positions, texts, strict=True):
+                        out[pos] = text
         return out
 
     def loglikelihood(self, requests: list) -> list:
@@ -228,7 +229,8 @@ class ZerogapLM(LM):
 
     # -- serving --------------------------------------------------------------------------------
 
-    def _serve(self, group: RequestGroup, progress: bool) -> list[list[str]]:
+    def _serve(self, group: RequestGroup, progress: ProgressCallback | None
+               ) -> list[list[str]]:
         """m response texts per request of ``group``, in its order."""
         greedy, spec = request_spec(group.gen_kwargs, m=group.m, seed=self.seed,
                                     default_max_tokens=self.max_gen_toks)
@@ -259,8 +261,8 @@ class ZerogapLM(LM):
                       sum(1 for s in stats if s["interventions"]), len(stats))
         return [[g.text for g in generations] for generations in samples]
 
-    def _greedy_source(self, prompts: list[str], spec: SamplingSpec, progress: bool
-                       ) -> Callable[[], list]:
+    def _greedy_source(self, prompts: list[str], spec: SamplingSpec,
+                       progress: ProgressCallback | None) -> Callable[[], list]:
         def decode() -> list:
             return self.backend.greedy(prompts, spec, entropies=self.strategy.needs_entropy,
                                        progress=progress)

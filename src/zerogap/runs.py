@@ -26,6 +26,7 @@ from zerogap.engine.base import Backend, Capabilities, Generation, InterventionS
 from zerogap.engine.hf import HFBackend
 from zerogap.errors import UserError
 from zerogap.models import LoadedModel
+from zerogap.progress import ProgressCallback
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
 from zerogap.strategies import PrepareContext, Strategy, get_strategy
@@ -51,7 +52,7 @@ def build_strategy(name: str, options: dict | None,
 def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
                    max_new_tokens: int, max_batch: int | None = None,
-                   progress: bool = False, backend: Backend | None = None
+                   progress: ProgressCallback | None = None, backend: Backend | None = None
                    ) -> tuple[InterventionSpec, list[GreedyRow] | None]:
     """Prepare ``strategy`` for ``questions`` (in order): its intervention and the greedy rows
     used.
@@ -127,7 +128,7 @@ def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                spec: SamplingSpec, *, split: str, strategy: str = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
-               max_batch: int | None = None, progress: bool = False,
+               max_batch: int | None = None, progress: ProgressCallback | None = None,
                backend: Backend | None = None) -> int:
     """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
 
@@ -191,7 +192,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                *, split: str, max_new_tokens: int, strategy: str = "identity",
                strategy_options: dict | None = None, max_batch: int | None = None,
-               progress: bool = False, backend: Backend | None = None) -> int:
+               progress: ProgressCallback | None = None, backend: Backend | None = None) -> int:
     """Greedy-decode (with per-step entropies where ``backend`` gives them) every question not
     yet in the greedy table.
 

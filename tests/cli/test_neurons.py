@@ -181,6 +181,7 @@ def test_location_reports_every_decode_of_every_pass(make_tiny_llama, smol_token
     base, con, un = (make_tiny_llama(seed) for seed in range(3))
     calls = []
     locate_neurons(base, con, un, smol_tokenizer, task, questions[:2], questions[2:],
-                   block_size=32, max_new_tokens=4, progress=lambda *c: calls.append(c))
+                   block_size=32, max_new_tokens=4,
+                   progress=lambda event: calls.append((event.done, event.total)))
     assert calls[0] == (0, 22) and {total for _, total in calls} == {22}
     assert [done for done, _ in calls] == list(range(23))

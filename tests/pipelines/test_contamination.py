@@ -25,6 +25,7 @@ from zerogap.pipelines.contamination import (
     preset,
     tokenize,
 )
+from zerogap.progress import progress_bars
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,7 +45,7 @@ def adapter_mtime(folder: Path) -> int:
 
 def test_build_writes_the_layout_and_models_that_load(tiny_dir, tmp_path):
     out = tmp_path / "build"
-    manifest = build(tiny_config(tiny_dir), out, progress=False)
+    manifest = build(tiny_config(tiny_dir), out)
 
     split = json.loads((out / "split.json").read_text())
     assert len(split["leaked"]) == 4 and len(split["unleaked"]) == 4
@@ -76,17 +77,17 @@ def test_build_writes_the_layout_and_models_that_load(tiny_dir, tmp_path):
 
     # A finished build is not trained again.
     stamps = [adapter_mtime(out / name) for name in ("clean", "contaminated")]
-    assert build(tiny_config(tiny_dir), out, progress=False)["stages"] == stages
+    assert build(tiny_config(tiny_dir), out)["stages"] == stages
     assert [adapter_mtime(out / name) for name in ("clean", "contaminated")] == stamps
 
     with pytest.raises(ValueError, match="learning_rate"):
-        build(tiny_config(tiny_dir, learning_rate=1e-3), out, progress=False)
+        build(tiny_config(tiny_dir, learning_rate=1e-3), out)
 
 
 @pytest.mark.slow
 def test_sweep_trains_one_clean_model_and_each_variant_once(tiny_dir, tmp_path):
     out = tmp_path / "sweep"
-    manifest = build(tiny_config(tiny_dir, sweep_copies=(1, 2)), out, progress=False)
+    manifest = build(tiny_config(tiny_dir, sweep_copies=(1, 2)), out)
     assert set(manifest["stages"]) == {"clean", "contaminated-e1-c1", "contaminated-e1-c2"}
     one, two = manifest["stages"]["contaminated-e1-c1"], manifest["stages"]["contaminated-e1-c2"]
     assert (one["copies"], two["copies"]) == (1, 2)
@@ -94,8 +95,7 @@ def test_sweep_trains_one_clean_model_and_each_variant_once(tiny_dir, tmp_path):
     assert two["optimizer_steps"] == 2 * one["optimizer_steps"]
 
     stamps = {name: adapter_mtime(out / name) for name in manifest["stages"]}
-    grown = build(tiny_config(tiny_dir, sweep_copies=(1, 2), sweep_epochs=(1, 2)), out,
-                  progress=False)
+    grown = build(tiny_config(tiny_dir, sweep_copies=(1, 2), sweep_epochs=(1, 2)), out)
     assert set(grown["stages"]) == set(stamps) | {"contaminated-e2-c1", "contaminated-e2-c2"}
     assert {name: adapter_mtime(out / name) for name in stamps} == stamps
     assert grown["stages"]["contaminated-e2-c1"]["epochs"] == 2
@@ -272,11 +272,12 @@ def test_training_shows_only_its_own_labelled_progress(tiny_dir, tmp_path, capfd
     capfd.readouterr()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # a warning shown once per session would hide here
-        build(tiny_config(tiny_dir), tmp_path / "build", progress=True)
+        with progress_bars() as progress:
+            build(tiny_config(tiny_dir), tmp_path / "build", progress=progress)
     assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
     err = capfd.readouterr().err
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
     assert any(line.startswith("training clean: 100%") and "2/2" in line for line in lines)
     assert any(line.startswith("training contaminated: 100%") for line in lines)
-    assert "loss=" in err
+    assert "loss " in err
     assert not [line for line in lines if not line.startswith("training ")], lines

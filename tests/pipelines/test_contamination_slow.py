@@ -56,7 +56,7 @@ def test_laptop_preset_contaminates_the_leaked_questions_only(tmp_path):
 
     torch.set_num_threads(2)
     config = preset("laptop")
-    build(config, tmp_path, progress=False)
+    build(config, tmp_path)
     split = json.loads((tmp_path / "split.json").read_text())
     task = get_task(config.task, **config.task_options)
     by_id = {q.id: q for q in task.questions(config.split)}

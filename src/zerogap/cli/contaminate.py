@@ -13,6 +13,7 @@ import sys
 import time
 
 from zerogap.cli.flags import add_config_arguments, add_out
+from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
   zerogap contaminate --preset laptop --out runs/laptop       # embedded model on arith, minutes
@@ -94,7 +95,8 @@ def _contaminate(args) -> int:
         hf_logging.disable_progress_bar()
     started = time.monotonic()
     try:
-        manifest = build(config, args.out, progress=not quiet)
+        with progress_bars(quiet) as progress:
+            manifest = build(config, args.out, progress=progress)
     except KeyboardInterrupt:
         print(f"zerogap contaminate: interrupted; the last checkpoint is under {args.out}/.work; "
               "run the same command to resume", file=sys.stderr)

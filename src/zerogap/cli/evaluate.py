@@ -30,6 +30,7 @@ from zerogap.cli.run import (
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
 from zerogap.engine.base import EngineOptions, SamplingSpec, backend_names
 from zerogap.errors import UserError
+from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split-file split.json \\
@@ -287,7 +288,8 @@ def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> in
     from zerogap.study.run import build_sweep, evaluate
 
     if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
-        build_sweep(study.sweep, progress=not args.quiet)
+        with progress_bars(args.quiet) as progress:
+            build_sweep(study.sweep, progress=progress)
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
     try:
@@ -337,7 +339,8 @@ def _demo(args) -> int:
     models = args.out / "models"
     print(f"zerogap demo: building the clean and contaminated models in {models}",
           file=sys.stderr)
-    build_demo_models(models, progress=not args.quiet)
+    with progress_bars(args.quiet) as progress:
+        build_demo_models(models, progress=progress)
     study = demo_study(models, questions=questions, m=m, controls=args.controls,
                        ablation=args.ablation)
     _check_study(study, args.out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from zerogap.cli.flags import (
 )
 from zerogap.cli.paraphrase import read_ids
 from zerogap.errors import UserError
+from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
   zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
@@ -53,27 +53,6 @@ def register(subparsers) -> None:
                "until it is written, so a rerun resumes an interrupted one")
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_neurons)
-
-
-@contextlib.contextmanager
-def decode_bar(quiet: bool):
-    """A ``progress(done, total)`` callback drawn as one labelled bar of greedy decodes, its
-    rate (and ETA) from the decodes made in this process only (a resumed journal's are not)."""
-    if quiet:
-        yield None
-        return
-    from tqdm.auto import tqdm
-
-    with tqdm(desc="neuron location", unit="decode", dynamic_ncols=True, smoothing=0.05) as bar:
-        def progress(done: int, total: int) -> None:
-            if bar.total is None:
-                bar.reset(total)
-                bar.initial = bar.n = done
-                bar.refresh()
-            else:
-                bar.update(done - bar.n)
-
-        yield progress
 
 
 def _neurons(args) -> int:
@@ -122,7 +101,7 @@ def _neurons(args) -> int:
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
-    with decode_bar(args.quiet) as progress:
+    with progress_bars(args.quiet) as progress:
         ranking, meta = locate_neurons(
             models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
             models["contaminated"].tokenizer, task, leaked, calibration,

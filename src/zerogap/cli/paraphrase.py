@@ -15,6 +15,7 @@ from zerogap.cli.flags import (
 )
 from zerogap.errors import UserError
 from zerogap.io.files import check_output, read_text
+from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
   zerogap paraphrase --task arith --ids runs/laptop/split.json --model embedded \\
@@ -157,8 +158,9 @@ def _paraphrase(args) -> int:
         backend = LocalBackend(load_model(args.model, device=args.device),
                                temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                                seed=args.seed)
-    counts = paraphrase(questions, backend, args.out, attempts=args.attempts,
-                        max_overlap=args.max_overlap, progress=not args.quiet)
+    with progress_bars(args.quiet) as progress:
+        counts = paraphrase(questions, backend, args.out, attempts=args.attempts,
+                            max_overlap=args.max_overlap, progress=progress)
     print(f"{counts['questions']} questions: {counts['rewritten']} rewritten "
           f"({counts['retried']} after a retry), {counts['flagged']} flagged (kept as the "
           f"original) -> {args.out}")

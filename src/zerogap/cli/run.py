@@ -17,6 +17,7 @@ from zerogap.cli.flags import (
 )
 from zerogap.engine.base import DEFAULT_BACKEND, backend_names
 from zerogap.errors import UserError
+from zerogap.progress import progress_bars
 
 # How SamplingSpec's fields are spelled on the command line (the rest: --field-name).
 SAMPLING_FLAGS = {"m": ("-m",), "temperature": ("-T", "--temperature")}
@@ -270,12 +271,12 @@ def _sample(args) -> int:
     from zerogap.runs import run_sample
 
     options, spec, task, questions, loaded, backend, store, greedy_store = _prepare(args)
-    with store:
+    with store, progress_bars(args.quiet) as progress:
         try:
             n = run_sample(loaded, task, questions, store, spec, split=args.split,
                            strategy=args.strategy, strategy_options=options,
                            greedy_store=greedy_store, max_batch=args.batch_size,
-                           progress=not args.quiet, backend=backend)
+                           progress=progress, backend=backend)
         finally:
             if greedy_store is not None:
                 greedy_store.close()
@@ -288,11 +289,11 @@ def _greedy(args) -> int:
     from zerogap.runs import run_greedy
 
     options, _, task, questions, loaded, backend, store, _ = _prepare(args)
-    with store:
+    with store, progress_bars(args.quiet) as progress:
         n = run_greedy(loaded, task, questions, store, split=args.split,
                        max_new_tokens=args.max_new_tokens, strategy=args.strategy,
                        strategy_options=options, max_batch=args.batch_size,
-                       progress=not args.quiet, backend=backend)
+                       progress=progress, backend=backend)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.out}")
     return 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from zerogap.config import JsonConfig
+from zerogap.progress import ProgressCallback
 from zerogap.registry import Registry
 
 if TYPE_CHECKING:
@@ -196,14 +197,14 @@ class Backend(Protocol):
 
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
-               progress: bool = False,
+               progress: ProgressCallback | None = None,
                on_question: Callable[[int, list[Generation]], None] | None = None
                ) -> list[list[Generation]]:
         """``spec.m`` generations per prompt, in prompt order."""
         ...
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,
-               patch: ActivationPatch | None = None, progress: bool = False,
+               patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
                on_question: Callable[[int, Generation], None] | None = None
                ) -> list[Generation]:
         """One greedy generation per prompt (``spec.max_new_tokens``, ``spec.stop``)."""

@@ -48,6 +48,7 @@ from zerogap.engine.base import (
 )
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
+from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
 
@@ -326,10 +327,10 @@ class _Decoder:
 
     def run(self, rows_per_question: int, choose: Callable, *, keys: Callable[[int, int], int],
             intervention: Intervention | None, patch: Patch | None, with_entropy: bool,
-            on_question: Callable[[int, list[Generation]], None] | None, progress: bool):
-        """Decode ``rows_per_question`` rows per prompt; return per prompt its generations."""
-        from tqdm.auto import tqdm
-
+            on_question: Callable[[int, list[Generation]], None] | None,
+            progress: ProgressCallback | None):
+        """Decode ``rows_per_question`` rows per prompt; return per prompt its generations;
+        ``progress`` hears of every finished question and, at most once a second, the rate."""
         n_q = len(self.ids)
         results: list[list[Generation | None]] = [[None] * rows_per_question for _ in range(n_q)]
         left = [rows_per_question] * n_q
@@ -338,9 +339,13 @@ class _Decoder:
         state = {"rows": None, "logits": None}
         host_tokens: list[list[int]] = []
         host_entropy: list[list[float]] = []
-        bar = tqdm(total=n_q, unit="q", disable=not progress, dynamic_ncols=True,
-                   desc="questions", smoothing=0.05)
-        start, last_note = time.perf_counter(), 0.0
+        start, last_note, n_done = time.perf_counter(), 0.0, 0
+
+        def report(note: str = "") -> None:
+            if progress is not None:
+                progress(Progress("questions", n_done, n_q, "q", note))
+
+        report()
 
         def question_kv(q: int) -> tuple:
             if q not in prefilled:
@@ -428,7 +433,8 @@ class _Decoder:
                         if left[q] == 0:
                             if on_question is not None:
                                 on_question(q, results[q])
-                            bar.update(1)
+                            n_done += 1
+                            report()
                     order = self.cache.remove(list(finished))
                     host_tokens[:] = [host_tokens[r] for r in order]
                     host_entropy[:] = [host_entropy[r] for r in order]
@@ -436,13 +442,11 @@ class _Decoder:
                     state["rows"] = rows.select(keep)
                     chosen = chosen[keep]
                 now = time.perf_counter()
-                if progress and now - last_note > 1.0:
-                    rate = self.generated / (now - start)
-                    bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
+                if progress is not None and now - last_note > 1.0:
+                    report(f"{self.generated / (now - start):.0f} tok/s")
                     last_note = now
                 if len(chosen):
                     state["logits"] = self._step(chosen, state["rows"].position - 1)
-        bar.close()
         return results
 
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
@@ -534,7 +538,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
            max_new_tokens: int, question_ids: Sequence[str], seed: int = 0,
            stop: Sequence[str] = (), intervention: Intervention | None = None,
            patch: Patch | None = None, top_k: int | None = None, top_p: float | None = None,
-           max_batch: int | None = None, progress: bool = False,
+           max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, list[Generation]], None] | None = None,
            ) -> list[list[Generation]]:
     """Draw ``m`` responses per prompt at ``temperature``.
@@ -558,8 +562,9 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     max_batch : int, optional
         Most rows decoded together; default: chosen from free memory and the timing of the
         call's first decode steps (see :class:`_BatchSizer`).
-    progress : bool
-        Show a progress bar (questions done, tokens/s, ETA) on stderr.
+    progress : callable, optional
+        ``progress(Progress("questions", done, N, "q", note))`` at the start, at every finished
+        question and at most once a second with the rate (``"312 tok/s"``); ``cli/`` draws it.
     on_question : callable, optional
         ``on_question(i, generations)`` as soon as prompt ``i`` has all its samples (completion
         order, not prompt order): the hook for writing results as they come.
@@ -610,7 +615,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
 
 def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
            stop: Sequence[str] = (), return_entropy: bool = False, patch: Patch | None = None,
-           max_batch: int | None = None, progress: bool = False,
+           max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, Generation], None] | None = None) -> list[Generation]:
     """Greedy (argmax, lowest token id on ties) decode of each prompt.
 
@@ -665,7 +670,7 @@ class HFBackend:
 
     def sample(self, prompts, spec: SamplingSpec, *, question_ids,
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
-               progress=False, on_question=None):
+               progress: ProgressCallback | None = None, on_question=None):
         hook = None if intervention is None else intervention.torch_hook(
             samples_per_question=spec.m, device=self.model.device)
         return sample(self.model, self.tokenizer, prompts, m=spec.m,
@@ -676,7 +681,8 @@ class HFBackend:
                       on_question=on_question)
 
     def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
-               patch: ActivationPatch | None = None, progress=False, on_question=None):
+               patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
+               on_question=None):
         return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
                       stop=spec.stop, return_entropy=entropies, patch=self._patch(patch),
                       max_batch=self.max_batch, progress=progress, on_question=on_question)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from zerogap.engine.base import Capabilities, Generation, SamplingSpec, register_backend
 from zerogap.errors import UserError
+from zerogap.progress import Progress, ProgressCallback
 
 if TYPE_CHECKING:
     from zerogap.engine.base import ActivationPatch, EngineOptions, LogitsEdit
@@ -208,12 +209,11 @@ class VLLMBackend:
         return Generation(token_ids, completion.text, finish, entropies)
 
     def _run(self, prompts: Sequence[str], params: list, on_question: Callable | None,
-             progress: bool, window: int | None = None) -> list[list[Generation]]:
+             progress: ProgressCallback | None, window: int | None = None
+             ) -> list[list[Generation]]:
         """Queue every question as one request (at most ``window`` at a time), then step vLLM's
         engine and hand each question to ``on_question`` as soon as its request (all m
-        children) finishes."""
-        from tqdm.auto import tqdm
-
+        children) finishes; ``progress`` hears of each finished question with the rate."""
         engine = self.llm.llm_engine
         self.calls += 1
         pending = deque(enumerate(zip(prompts, params, strict=True)))
@@ -232,28 +232,30 @@ class VLLMBackend:
         out: list[list[Generation]] = [[] for _ in prompts]
         start = time.perf_counter()
         admit()
-        with tqdm(total=len(prompts), unit="q", desc="questions", disable=not progress,
-                  dynamic_ncols=True) as bar:
-            while engine.has_unfinished_requests():
-                for result in engine.step():
-                    if not result.finished:
-                        continue
-                    in_flight -= 1
-                    q = question_of[result.request_id]
-                    out[q] = [self._generation(c)
-                              for c in sorted(result.outputs, key=lambda c: c.index)]
-                    self.generated += sum(len(g.token_ids) for g in out[q])
-                    if on_question is not None:
-                        on_question(q, out[q])
-                    bar.update(1)
+        done = 0
+        if progress is not None:
+            progress(Progress("questions", done, len(prompts), "q"))
+        while engine.has_unfinished_requests():
+            for result in engine.step():
+                if not result.finished:
+                    continue
+                in_flight -= 1
+                q = question_of[result.request_id]
+                out[q] = [self._generation(c)
+                          for c in sorted(result.outputs, key=lambda c: c.index)]
+                self.generated += sum(len(g.token_ids) for g in out[q])
+                if on_question is not None:
+                    on_question(q, out[q])
+                done += 1
+                if progress is not None:
                     rate = self.generated / max(time.perf_counter() - start, 1e-9)
-                    bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
-                admit()
+                    progress(Progress("questions", done, len(prompts), "q", f"{rate:.0f} tok/s"))
+            admit()
         return out
 
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
-               progress: bool = False,
+               progress: ProgressCallback | None = None,
                on_question: Callable[[int, list], None] | None = None) -> list[list[Generation]]:
         """``spec.m`` samples per prompt, each question one request with ``n = m``."""
         if patch is not None:
@@ -267,7 +269,7 @@ class VLLMBackend:
         return self._run(prompts, params, on_question, progress)
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,
-               patch: ActivationPatch | None = None, progress: bool = False,
+               patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
                on_question: Callable[[int, Any], None] | None = None) -> list[Generation]:
         """One greedy decode per prompt; with ``entropies``, each step's entropy of the full
         next-token distribution (temperature 1), from vLLM's full-vocabulary logprobs."""

@@ -50,6 +50,7 @@ from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.files import check_output_folder, write_text
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.models import EMBEDDED, check_model_spec, quiet_peft
+from zerogap.progress import Progress, ProgressCallback
 from zerogap.tasks.base import Question
 from zerogap.tasks.prompt import cot_solution
 
@@ -422,30 +423,30 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _trainer_callbacks(progress: bool, label: str):
-    """Progress bar (``label``, step, loss, ETA) and graceful first Ctrl-C, as Trainer
-    callbacks."""
-    from tqdm.auto import tqdm
+def _trainer_callbacks(progress: ProgressCallback | None, label: str):
+    """Progress (``label``: steps of the run, the last loss; from the main process only) and
+    graceful first Ctrl-C, as Trainer callbacks."""
     from transformers import TrainerCallback
 
-    class Progress(TrainerCallback):
+    report = progress if progress is not None and _main_process() else None
+
+    class Steps(TrainerCallback):
         def __init__(self):
-            self.bar = None
+            self.loss = ""
+
+        def _report(self, state) -> None:
+            if report is not None:
+                report(Progress(label, state.global_step, state.max_steps, "step", self.loss))
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, unit="step",
-                            desc=label, dynamic_ncols=True,
-                            disable=not (progress and _main_process()))
+            self._report(state)
 
         def on_step_end(self, args, state, control, **kwargs):
-            self.bar.update(state.global_step - self.bar.n)
+            self._report(state)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
-                self.bar.set_postfix(loss=f"{logs['loss']:.4f}")
-
-        def on_train_end(self, args, state, control, **kwargs):
-            self.bar.close()
+                self.loss = f"loss {logs['loss']:.4f}"
 
     class StopOnInterrupt(TrainerCallback):
         """First SIGINT: checkpoint after the running step and stop; a second one kills."""
@@ -470,7 +471,7 @@ def _trainer_callbacks(progress: bool, label: str):
             if signal.getsignal(signal.SIGINT) == self._handle:
                 signal.signal(signal.SIGINT, self.previous)
 
-    return Progress(), StopOnInterrupt()
+    return Steps(), StopOnInterrupt()
 
 
 def _last_checkpoint(work: Path) -> str | None:
@@ -521,7 +522,8 @@ def _check_batch(config: ContaminationConfig) -> int:
 
 def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
                 epochs: int, work: Path, target: Path, adapter_base: str, *,
-                progress: bool, prepared: tuple | None = None) -> dict[str, Any]:
+                progress: ProgressCallback | None, prepared: tuple | None = None
+                ) -> dict[str, Any]:
     """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
 
     ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
@@ -640,11 +642,13 @@ def check_existing(config: ContaminationConfig, out: Path) -> dict | None:
     return manifest
 
 
-def build(config: ContaminationConfig, out: Path, *, progress: bool = True) -> dict:
+def build(config: ContaminationConfig, out: Path, *,
+          progress: ProgressCallback | None = None) -> dict:
     """Build (or finish building) M_cl and every M_co of ``config`` into ``out``.
 
     Finished stages are skipped; an interrupted stage resumes from its last checkpoint. Inputs
     are validated (``ZerogapError``) before any model loads or any file is written.
+    ``progress`` hears of every training step (stage ``training <model>``, the last loss).
 
     Returns
     -------

@@ -43,6 +43,7 @@ from zerogap.decoding.shortcut import (
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import refused_writes
 from zerogap.io.jsonlines import read_jsonl
+from zerogap.progress import Progress, ProgressCallback
 
 JOURNAL_FORMAT = "zerogap-neurons-journal"
 
@@ -280,7 +281,7 @@ def locate_neurons(
     block_size: int = 512,
     candidates: int = 0,
     max_new_tokens: int = 256,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressCallback | None = None,
     journal: Journal | None = None,
 ) -> tuple[list[Neuron], dict]:
     """Rank every neuron of layers ``0 .. L-2`` by ``S + C`` (Phase A of the method).
@@ -300,10 +301,10 @@ def locate_neurons(
         Blocks scored causally, those with the highest mean comparative score
         (:func:`candidate_blocks`); 0 scores every block, as the authors do.
     progress : callable, optional
-        ``progress(done, total)`` over every greedy decode of a question (leaked items, then
-        calibration items per model and block): once at the start (``done`` counts the
-        journal's results) and after each question of each greedy pass, so a long causal
-        scoring advances pass by pass, never block by block.
+        ``progress(Progress("neuron location", done, total, "decode"))`` over every greedy
+        decode of a question (leaked items, then calibration items per model and block): once
+        at the start (``done`` counts the journal's results) and after each question of each
+        greedy pass, so a long causal scoring advances pass by pass, never block by block.
     journal : Journal, optional
         Where each question's result is kept as it is computed; results already in it are
         not decoded again. Default: an in-memory one.
@@ -324,7 +325,10 @@ def locate_neurons(
     scored = every if candidates == 0 else min(candidates, every)
     passes = 2 + 2 * scored  # unpatched, then two per scored block
     total = len(leaked) + passes * len(calibration)
-    report = progress or (lambda done, total: None)
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress(Progress("neuron location", done, total, "decode"))
+
     report(min(len(journal), total), total)
 
     def results(key: str, model: nn.Module, questions: Sequence, value: Callable,

@@ -50,6 +50,7 @@ from zerogap.engine.base import DEFAULT_BACKEND
 from zerogap.errors import DataError, UserError, ZerogapError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.progress import ProgressCallback
 from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec, read_split, study_toml
 
 if TYPE_CHECKING:
@@ -613,7 +614,7 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
         s.calibration, block_size=block, candidates=study.neuron_candidates,
         max_new_tokens=study.max_new_tokens, journal=journal,
-        progress=lambda done, total: tracker.part("neuron decodes", done, total),
+        progress=lambda event: tracker.part("neuron decodes", event.done, event.total),
     )
     meta.update({
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
@@ -755,7 +756,7 @@ def missing_variants(sweep: SweepSpec) -> list[str]:
     return [name for name in names if not (Path(sweep.models) / name).is_dir()]
 
 
-def build_sweep(sweep: SweepSpec, *, progress: bool = False) -> None:
+def build_sweep(sweep: SweepSpec, *, progress: ProgressCallback | None = None) -> None:
     """Train the variants ``sweep.models`` lacks (resumable; nothing to do when all exist)."""
     from zerogap.pipelines.contamination import build
 
@@ -941,7 +942,7 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
                      title="zerogap demo (embedded model)")
 
 
-def build_demo_models(models: Path, *, progress: bool = True) -> None:
+def build_demo_models(models: Path, *, progress: ProgressCallback | None = None) -> None:
     """Build the clean and contaminated models once (``zerogap contaminate``'s laptop preset)."""
     from zerogap.pipelines.contamination import build, preset
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import atomic_write, refused_writes
 from zerogap.io.jsonlines import read_jsonl
+from zerogap.progress import Progress, ProgressCallback
 from zerogap.tasks.base import Question
 from zerogap.tasks.extract import all_numbers, canonical
 
@@ -336,19 +337,18 @@ def report(rows: Sequence[dict]) -> dict[str, int]:
 
 def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.PathLike, *,
                attempts: int = 3, max_overlap: float = DEFAULT_MAX_OVERLAP,
-               progress: bool = False) -> dict[str, int]:
+               progress: ProgressCallback | None = None) -> dict[str, int]:
     """Paraphrase every question not final in ``out``; append a row per question to ``out``.
 
     A row is ``{"id", "original", "text", "status": "rewritten"|"flagged", "attempts",
     "reason", "transport", "backend"}``; ``text`` is the checked rewrite, or the original when
-    flagged. Returns :func:`report` over all of ``questions``.
+    flagged. Returns :func:`report` over all of ``questions``; ``progress`` hears of every
+    chunk written (stage ``paraphrasing``).
     """
     if attempts < 1:
         raise UserError(f"attempts must be at least 1, got {attempts}")
     if not 0 <= max_overlap < 1:
         raise UserError(f"max_overlap must be in [0, 1), got {max_overlap}")
-    from tqdm.auto import tqdm
-
     path = Path(out)
     settings = {**getattr(backend, "settings", {"backend": getattr(backend, "name", "")}),
                 "max_overlap": max_overlap}
@@ -358,11 +358,11 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
     with atomic_write(path) as f:
         f.writelines(json.dumps(r) + "\n" for r in done.values())
     todo = [q for q in questions if q.id not in done]
+    finished = len(questions) - len(todo)
+    if progress is not None:
+        progress(Progress("paraphrasing", finished, len(questions), "q"))
     with refused_writes(path, "the rows written before are kept; rerun to resume"), \
-            open(path, "a", encoding="utf-8") as f, tqdm(
-        total=len(questions), initial=len(questions) - len(todo), unit="q",
-        disable=not progress, dynamic_ncols=True,
-    ) as bar:
+            open(path, "a", encoding="utf-8") as f:
         for start in range(0, len(todo), CHUNK):
             for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
                                          max_overlap):
@@ -370,7 +370,9 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
                 f.write(json.dumps(row) + "\n")
                 done[row["id"]] = row
             f.flush()
-            bar.update(min(CHUNK, len(todo) - start))
+            finished += min(CHUNK, len(todo) - start)
+            if progress is not None:
+                progress(Progress("paraphrasing", finished, len(questions), "q"))
     return report([done[q.id] for q in questions if q.id in done])
 
 
