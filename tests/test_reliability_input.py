@@ -299,6 +299,22 @@ def test_a_billion_strata_are_refused_before_any_work(capsys, tmp_path):
     assert not out.exists()
 
 
+def test_a_limit_the_split_cannot_fill_half_and_half_is_refused(capsys, tmp_path):
+    """``limit`` keeps N/2 leaked and N/2 unleaked questions; a split with fewer of either
+    would silently unbalance the comparison, so the study is refused before anything runs."""
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"leaked": ["test-0", "test-1"],
+                                 "unleaked": [f"test-{i}" for i in range(2, 12)]}))
+    out = tmp_path / "out"
+    refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
+                     "arith", "--split-file", split, "--limit", "8", "--out", out],
+            "limit 8 needs 4 leaked and 4 unleaked questions", "has 2 and 10")
+    assert not out.exists()
+    refused(capsys, ["demo", "--out", out, "--questions", "1000"],
+            "--questions 1000: the demo's split holds at most 128 questions")
+    assert not out.exists()
+
+
 def _dir_cases(tmp_path):
     """(argv, the file option) for each place a folder is given where a file is expected."""
     folder = tmp_path / "folder"

@@ -328,13 +328,22 @@ def _report(args) -> int:
 
 
 def _demo(args) -> int:
-    from zerogap.study.run import DEMO_M, DEMO_QUESTIONS, build_demo_models, demo_study
+    from zerogap.study.run import (
+        DEMO_M,
+        DEMO_QUESTIONS,
+        build_demo_models,
+        demo_max_questions,
+        demo_study,
+    )
 
     # None is "not given"; 0 is a value, refused like any other too small one.
     questions = DEMO_QUESTIONS if args.questions is None else args.questions
     m = DEMO_M if args.m is None else args.m
     if questions < 2 or m < 2:
         raise UserError(f"--questions and -m must be at least 2, got {questions} and {m}")
+    if questions > demo_max_questions():
+        raise UserError(f"--questions {questions}: the demo's split holds at most "
+                        f"{demo_max_questions()} questions half leaked and half not")
     _check_out(args.out)
     models = args.out / "models"
     print(f"zerogap demo: building the clean and contaminated models in {models}",

@@ -161,6 +161,11 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         half = None if spec.limit is None else spec.limit - spec.limit // 2
         keep_leaked = split["leaked"][:half]
         keep_unleaked = split["unleaked"][: None if spec.limit is None else spec.limit // 2]
+        if spec.limit is not None and len(keep_leaked) + len(keep_unleaked) < spec.limit:
+            # Fewer would unbalance the halves the stratified comparison rests on.
+            raise UserError(f"setting {spec.name}: limit {spec.limit} needs {half} leaked and "
+                            f"{spec.limit // 2} unleaked questions; {spec.split_file} has "
+                            f"{len(split['leaked'])} and {len(split['unleaked'])}")
         wanted = set(keep_leaked) | set(keep_unleaked)
         questions = [q for q in questions if q.id in wanted]
         leaked = keep_leaked
@@ -940,6 +945,14 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
                      neuron_candidates=DEMO_NEURON_CANDIDATES, controls=("railcap",),
                      all_controls=controls, ablation=ablation,
                      title="zerogap demo (embedded model)")
+
+
+def demo_max_questions() -> int:
+    """The most questions the demo's split holds half leaked and half not (the laptop
+    preset's leaked questions, twice), so a larger ``--questions`` is refused before training."""
+    from zerogap.pipelines.contamination import preset
+
+    return 2 * preset("laptop").leaked
 
 
 def build_demo_models(models: Path, *, progress: ProgressCallback | None = None) -> None:
