@@ -1,8 +1,12 @@
-"""Shared test set-up: the real GSM8K files, the weight-free tiny Llama used for mechanics tests,
-and `gpu` tests that skip themselves where no CUDA device is present."""
+"""Shared test set-up: the real GSM8K files, the weight-free tiny Llamas used for mechanics
+tests (the 49,152-token one here, the byte-level one of tests/engine/toy.py saved as a folder),
+the reduced study that the study and the reading-side tests share, and `gpu` tests that skip
+themselves where no CUDA device is present."""
 
 import contextlib
+import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,10 @@ GSM8K_DIR = Path(
         "ZEROGAP_GSM8K", Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
     )
 )
+# tests/engine/toy.py (byte tokenizer, tiny Llama, the toy-arith task) is imported by the tests
+# of several folders. It is imported where a test needs it, not here: importing it registers
+# toy-arith, which only those tests should see.
+sys.path.insert(0, str(Path(__file__).parent / "engine"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -76,11 +84,87 @@ def register_task():
         yield lambda cls: stack.enter_context(registered_task(cls.name, cls))
 
 
-@pytest.fixture(scope="module")
-def one_thread():
+@contextlib.contextmanager
+def _single_thread():
     """Tiny models gain nothing from two threads, and on a shared 2-core machine threads that
     wait for each other make every op several times slower."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for the module's tests (see ``_single_thread``)."""
+    with _single_thread():
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The byte-level tiny Llama of tests/engine/toy.py saved as a model folder."""
+    import toy
+
+    return toy.save_tiny(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def study_models(tmp_path_factory) -> dict[str, Path]:
+    """A clean model folder, a LoRA adapter on it as the contaminated model, and a split file.
+
+    The adapter's weights are random (``init_lora_weights=False``), so the contaminated model
+    really differs from the clean one; a merged adapter is how ``zerogap contaminate`` ships one.
+    Importing toy registers the toy-arith task the reduced study evaluates.
+    """
+    import toy
+    from peft import LoraConfig, get_peft_model
+
+    root = tmp_path_factory.mktemp("study-models")
+    clean = toy.save_tiny(root / "clean")
+    torch.manual_seed(1)
+    config = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "up_proj"],
+                        init_lora_weights=False)
+    adapter = get_peft_model(toy.tiny_model(), config)
+    adapter.save_pretrained(root / "contaminated")
+    meta = root / "contaminated" / "adapter_config.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()),
+                                "base_model_name_or_path": str(clean)}))
+    split = root / "split.json"
+    split.write_text(json.dumps({"leaked": [f"test-{i}" for i in range(5)],
+                                 "unleaked": [f"test-{i}" for i in range(5, 10)]}))
+    return {"clean": clean, "contaminated": root / "contaminated", "split": split}
+
+
+@pytest.fixture(scope="session")
+def reduced_study(study_models):
+    """Factory of the reduced study: every strategy, the toy task, m = 4, 6 new tokens."""
+    from zerogap.study.spec import SettingSpec, StudySpec
+
+    def make(**changes) -> StudySpec:
+        setting = SettingSpec(name="tiny-toy", clean=str(study_models["clean"]),
+                              contaminated=str(study_models["contaminated"]),
+                              base=str(study_models["clean"]), task="toy-arith",
+                              split_file=str(study_models["split"]))
+        fields = dict(settings=(setting,),
+                      strategies=("identity", "ted", "lne-blocking", "shortcut", "railcap",
+                                  "all-zero"),
+                      m=4, max_new_tokens=6, resamples=200, calibration_size=2, title="reduced")
+        return StudySpec(**{**fields, **changes})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def study_dir(reduced_study, tmp_path_factory):
+    """The reduced study, evaluated once: (folder, report, progress states seen)."""
+    from zerogap.study.run import evaluate
+
+    out = tmp_path_factory.mktemp("study")
+    states = []
+    with _single_thread():
+        report = evaluate(reduced_study(), out,
+                          progress=lambda s: states.append((s.stage, s.rows_done, s.rows_total)))
+    return out, report, states

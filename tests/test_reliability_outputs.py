@@ -14,13 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import toy  # the tiny Llama folder and its byte tokenizer (tests/engine/toy.py)
 
 from zerogap import cli
 from zerogap.store import DB_NAME, RunStore, SampleRow
 from zerogap.tasks.extract import extract_anchor, grade_response
-
-sys.path.insert(0, str(Path(__file__).parent / "engine"))
-import toy  # noqa: E402  (the tiny Llama folder and its byte tokenizer)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -41,11 +41,28 @@ def build_strategy(name: str, options: dict | None,
     with a :class:`~zerogap.errors.UserError` naming both; all before any model loads.
     """
     strategy = get_strategy(name, options or {})
-    missing = [] if capabilities is None else capabilities.missing(strategy.requires)
-    if missing:
-        raise UserError(f"strategy {name} needs {', '.join(missing)} support, which this "
-                        "backend lacks")
+    if capabilities is not None:
+        _check_capabilities(strategy, capabilities)
     strategy.check_inputs()
+    return strategy
+
+
+def _check_capabilities(strategy: Strategy, capabilities: Capabilities) -> None:
+    missing = capabilities.missing(strategy.requires)
+    if missing:
+        raise UserError(f"strategy {strategy.name} needs {', '.join(missing)} support, which "
+                        "this backend lacks")
+
+
+def _chosen(strategy: str | Strategy, options: dict | None, capabilities: Capabilities
+            ) -> Strategy:
+    """``strategy`` built here from its name and ``options``, or as given when it is built
+    already (by :func:`build_strategy`, which the caller ran before loading a model; its
+    ``options`` are its own): then only held against the loaded backend's capabilities, which
+    can be narrower than its class's (a vLLM engine started without full logprobs)."""
+    if not isinstance(strategy, Strategy):
+        return build_strategy(strategy, options, capabilities)
+    _check_capabilities(strategy, capabilities)
     return strategy
 
 
@@ -126,15 +143,16 @@ def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
 
 
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               spec: SamplingSpec, *, split: str, strategy: str = "identity",
+               spec: SamplingSpec, *, split: str, strategy: str | Strategy = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
                max_batch: int | None = None, progress: ProgressCallback | None = None,
                backend: Backend | None = None) -> int:
     """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
 
     ``spec`` holds every sampling setting (a spec without stop strings takes the task's);
-    ``strategy_options`` override the strategy's own settings. Greedy decodes a strategy needs
-    are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
+    ``strategy_options`` override the settings of the strategy named ``strategy``, which may
+    also be one that :func:`build_strategy` built and checked already. Greedy decodes a strategy
+    needs are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
     itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
     with ``finish="synthetic"``. ``backend`` samples (default: the HF engine on
     ``loaded.model``); the store records it and its noise scheme, so a resume by another backend
@@ -146,12 +164,12 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
         Number of questions sampled by this call (0 when the run was already complete).
     """
     backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
-    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
+    chosen = _chosen(strategy, strategy_options, backend.capabilities)
     spec = spec if spec.stop else replace(spec, stop=task.stop)
     check_first_prompt(loaded, task, questions, spec.max_new_tokens)
     store.check_config({
         **_base_fields(loaded, backend, task, split), **spec.to_dict(),
-        "strategy": strategy, "strategy_config": chosen.config.to_dict(),
+        "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
         "readout": chosen.readout,
     })
     done = store.completed_questions()
@@ -190,7 +208,7 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 
 
 def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               *, split: str, max_new_tokens: int, strategy: str = "identity",
+               *, split: str, max_new_tokens: int, strategy: str | Strategy = "identity",
                strategy_options: dict | None = None, max_batch: int | None = None,
                progress: ProgressCallback | None = None, backend: Backend | None = None) -> int:
     """Greedy-decode (with per-step entropies where ``backend`` gives them) every question not
@@ -198,17 +216,19 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
 
     Its fields are recorded as ``greedy_*`` so that a sampling run and its greedy decodes (which
     RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
-    greedy decode and edit no logits (identity, shortcut) apply. Returns questions decoded.
+    greedy decode and edit no logits (identity, shortcut) apply; ``strategy`` is a name (with
+    ``strategy_options``) or a built strategy, as for :func:`run_sample`. Returns questions
+    decoded.
     """
     backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
-    chosen = build_strategy(strategy, strategy_options, backend.capabilities)
+    chosen = _chosen(strategy, strategy_options, backend.capabilities)
     if chosen.needs_greedy or not chosen.samples_model:
-        raise UserError(f"strategy {strategy!r} does not apply to greedy decodes")
+        raise UserError(f"strategy {chosen.name!r} does not apply to greedy decodes")
     spec = SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop)
     check_first_prompt(loaded, task, questions, max_new_tokens)
     store.check_config({
         **_base_fields(loaded, backend, task, split), "greedy_max_new_tokens": max_new_tokens,
-        "greedy_strategy": strategy, "greedy_strategy_config": chosen.config.to_dict(),
+        "greedy_strategy": chosen.name, "greedy_strategy_config": chosen.config.to_dict(),
     })
     done = store.completed_greedy()
     todo = [q for q in questions if q.id not in done]
@@ -217,7 +237,8 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
                               max_new_tokens=max_new_tokens, backend=backend)
     if hooks.logits is not None:
-        raise UserError(f"strategy {strategy!r} edits logits; greedy decodes take patches only")
+        raise UserError(f"strategy {chosen.name!r} edits logits; greedy decodes take patches "
+                        "only")
 
     def write(i: int, g: Generation) -> None:
         q = todo[i]

@@ -9,14 +9,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import toy  # tests/engine/toy.py, on sys.path through tests/conftest.py
 
 from zerogap.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TOY = ROOT / "tests" / "engine"  # toy.py: the byte tokenizer, the tiny Llama, toy-arith
-sys.path.insert(0, str(TOY))
-import toy  # noqa: E402
 
 
 def install(example: Path, site: Path) -> None:

@@ -1,16 +1,13 @@
 """lm-evaluation-harness set-up: a local GSM8K task (the real files, read offline through the
-harness's own ``json`` dataset builder) and the tiny model folder both ``--model hf`` and
-``--model zerogap`` load."""
+harness's own ``json`` dataset builder) that both ``--model hf`` and ``--model zerogap`` run on
+the tiny model folder (``tiny_dir``, tests/conftest.py), offline."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("lm_eval", reason="needs the lmeval extra (make test installs it)")
-sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-import toy  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -18,11 +15,6 @@ def _offline(monkeypatch):
     """No hub: the task reads local files, and nothing may try the network."""
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory) -> Path:
-    return toy.save_tiny(tmp_path_factory.mktemp("tiny-llama"))
 
 
 def task_yaml(folder: Path, gsm8k_dir: Path, *, name: str = "gsm8k_local", repeats: int = 1,

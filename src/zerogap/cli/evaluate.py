@@ -273,15 +273,17 @@ def _check_out(out: Path) -> None:
     check_output_folder(out, "--out")
 
 
-def _check_study(study, out: Path) -> None:
-    """Every setting and strategy checked before a model loads or a file is written."""
+def _check_study(study, out: Path) -> list:
+    """Every setting and strategy checked before a model loads or a file is written; the
+    prepared settings (:func:`zerogap.study.run.prepare`), which the study then runs on."""
     from zerogap.study.run import prepare
 
     _check_out(out)
-    prepare(study)
+    return prepare(study)
 
 
-def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> int:
+def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
+               commands=()) -> int:
     from transformers.utils import logging as hf_logging
 
     from zerogap.analysis.report import summary_table
@@ -293,7 +295,8 @@ def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> in
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
     try:
-        report = evaluate(study, out, progress=display, engine=engine, commands=commands)
+        report = evaluate(study, out, progress=display, engine=engine, commands=commands,
+                          prepared=prepared)
     finally:
         if display is not None:
             display.close()
@@ -305,10 +308,10 @@ def _run_study(study, out: Path, args, engine: EngineOptions, commands=()) -> in
 def _evaluate(args) -> int:
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
-    _check_study(study, out)
+    prepared = _check_study(study, out)
     for note in notes:  # after the checks: a refused study is one line
         print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    return _run_study(study, out, args, engine_options(args, study.backend))
+    return _run_study(study, prepared, out, args, engine_options(args, study.backend))
 
 
 def _report(args) -> int:
@@ -352,9 +355,9 @@ def _demo(args) -> int:
         build_demo_models(models, progress=progress)
     study = demo_study(models, questions=questions, m=m, controls=args.controls,
                        ablation=args.ablation)
-    _check_study(study, args.out)
+    prepared = _check_study(study, args.out)
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
-    return _run_study(study, args.out, args,
+    return _run_study(study, prepared, args.out, args,
                       EngineOptions(device=args.device, max_batch=args.batch_size),
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
                                 + extra])

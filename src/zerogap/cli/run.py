@@ -133,16 +133,17 @@ def register(subparsers) -> None:
 
 
 def _settings(args):
-    """The strategy's options and the run's numeric settings, checked before anything loads."""
+    """The strategy, built from its ``--set`` options and checked against the backend, and the
+    run's numeric settings, checked before anything loads."""
     from zerogap.engine.base import backend_capabilities
     from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
-    options = parse_overrides(args.strategy, args.settings)
-    build_strategy(args.strategy, options, backend_capabilities(args.backend))
+    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
+                              backend_capabilities(args.backend))
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
-    return options
+    return strategy
 
 
 def engine_options(args, backend: str):
@@ -222,7 +223,7 @@ def _prepare(args):
     from zerogap.store import check_store_dir
     from zerogap.tasks import task_from_strings
 
-    options = _settings(args)
+    strategy = _settings(args)
     engine = engine_options(args, args.backend)
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     spec = _spec(args, task.stop)
@@ -264,18 +265,17 @@ def _prepare(args):
     except BaseException:
         store.close()
         raise
-    return options, spec, task, questions, loaded, backend, store, greedy_store
+    return strategy, spec, task, questions, loaded, backend, store, greedy_store
 
 
 def _sample(args) -> int:
     from zerogap.runs import run_sample
 
-    options, spec, task, questions, loaded, backend, store, greedy_store = _prepare(args)
+    strategy, spec, task, questions, loaded, backend, store, greedy_store = _prepare(args)
     with store, progress_bars(args.quiet) as progress:
         try:
             n = run_sample(loaded, task, questions, store, spec, split=args.split,
-                           strategy=args.strategy, strategy_options=options,
-                           greedy_store=greedy_store, max_batch=args.batch_size,
+                           strategy=strategy, greedy_store=greedy_store, max_batch=args.batch_size,
                            progress=progress, backend=backend)
         finally:
             if greedy_store is not None:
@@ -288,12 +288,11 @@ def _sample(args) -> int:
 def _greedy(args) -> int:
     from zerogap.runs import run_greedy
 
-    options, _, task, questions, loaded, backend, store, _ = _prepare(args)
+    strategy, _, task, questions, loaded, backend, store, _ = _prepare(args)
     with store, progress_bars(args.quiet) as progress:
         n = run_greedy(loaded, task, questions, store, split=args.split,
-                       max_new_tokens=args.max_new_tokens, strategy=args.strategy,
-                       strategy_options=options, max_batch=args.batch_size,
-                       progress=progress, backend=backend)
+                       max_new_tokens=args.max_new_tokens, strategy=strategy,
+                       max_batch=args.batch_size, progress=progress, backend=backend)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.out}")
     return 0

@@ -88,7 +88,9 @@ class _Setting:
     """A setting made concrete: its task, questions and split (no model loaded).
 
     ``t_task`` is LNE-blocking's task threshold for this task (None where the task has no
-    reference solutions to measure: the strategy's own default then applies).
+    reference solutions to measure: the strategy's own default then applies). ``strategies``
+    maps each of the study's strategy labels to its parsed ``(name, options)``
+    (:func:`parse_strategy`, once per study).
     """
 
     spec: SettingSpec
@@ -97,6 +99,7 @@ class _Setting:
     leaked: list[str] | None
     calibration: list
     t_task: int | None = None
+    strategies: dict[str, tuple[str, dict]] = field(default_factory=dict)
 
 
 def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
@@ -106,16 +109,17 @@ def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
     return out + list(first[short:]) + list(second[short:])
 
 
-def _t_task(task: Any, split: str, questions: Sequence) -> int | None:
-    """LNE-blocking's T_task for the questions' reference solutions
-    (:func:`zerogap.decoding.blocking.scaled_t_task`), or None for a task without them."""
+def _t_task(task: Any, split: str, every: Sequence, questions: Sequence) -> int | None:
+    """LNE-blocking's T_task for the reference solutions of ``questions`` (some of ``every``,
+    the split's questions in its rows' order; :func:`zerogap.decoding.blocking.scaled_t_task`),
+    or None for a task without them."""
     from zerogap.decoding.blocking import scaled_t_task
     from zerogap.tasks.prompt import cot_solution
 
     if not hasattr(task, "rows"):
         return None
     rows = task.rows(split)
-    index = {q.id: i for i, q in enumerate(task.questions(split))}
+    index = {q.id: i for i, q in enumerate(every)}
     words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
     return scaled_t_task(sum(words) / len(words))
 
@@ -132,21 +136,22 @@ def _chat_task(spec: SettingSpec, task: Any) -> Any:
                         system=spec.system_instruction)
 
 
-def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size: int, *,
-                     check_models: bool = True) -> _Setting:
+def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
+                     calibration_size: int, *, check_models: bool = True) -> _Setting:
     from zerogap.tasks import get_task
 
     for key in ("clean", "contaminated", "base") if check_models else ():
         _check_model_spec(spec.name, key, getattr(spec, key))
     try:
         task = get_task(spec.task, **spec.task_options)
-        questions = task.questions(spec.task_split)
+        every = task.questions(spec.task_split)
         if spec.chat_template or spec.system_instruction:
             task = _chat_task(spec, task)
-            if questions:  # a template that cannot render this task's prompt fails here
-                task.prompt(questions[0])
+            if every:  # a template that cannot render this task's prompt fails here
+                task.prompt(every[0])
     except ZerogapError as err:
         raise type(err)(f"setting {spec.name}: task {spec.task}: {err}") from None
+    questions = every
     leaked = None
     calibration: list = []
     if spec.split_file:
@@ -177,12 +182,12 @@ def _prepare_setting(spec: SettingSpec, labels: Sequence[str], calibration_size:
         questions = questions[: spec.limit]
     if not questions:
         raise UserError(f"setting {spec.name}: no questions to evaluate")
-    if "shortcut" in {parse_strategy(label)[0] for label in labels} and leaked is None:
+    if "shortcut" in {name for name, _ in strategies.values()} and leaked is None:
         raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
                          "leaked questions locate its neurons); give --split-file or leave it out "
                          "of --strategies")
     return _Setting(spec, task, questions, leaked, calibration,
-                    _t_task(task, spec.task_split, questions))
+                    _t_task(task, spec.task_split, every, questions), strategies)
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:
@@ -283,7 +288,7 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
     }) + ".json")
 
     def strategy_job(label: str, role: str, plain: Path | None) -> _Job | None:
-        name, options = parse_strategy(label)
+        name, options = s.strategies[label]
         chosen = strategy_class(name)
         if not chosen.samples_model:
             return None
@@ -699,8 +704,8 @@ def prepare(study: StudySpec) -> list[_Setting]:
     from zerogap.strategies import strategy_class
 
     capabilities = backend_capabilities(study.backend)
-    for label in study.labels():
-        name, _ = parse_strategy(label)
+    strategies = {label: parse_strategy(label) for label in study.labels()}
+    for name, _ in strategies.values():
         missing = capabilities.missing(strategy_class(name).requires)
         if missing:
             raise UserError(f"strategy {name} needs {', '.join(missing)} support, which the "
@@ -712,7 +717,7 @@ def prepare(study: StudySpec) -> list[_Setting]:
         raise UserError(f"setting names must differ, got {names}")
     _check_folder_names("setting", names)
     _check_folder_names("strategy", ["clean", REPEAT, *study.labels()])
-    return [_prepare_setting(s, study.labels(), study.calibration_size, check_models=checked)
+    return [_prepare_setting(s, strategies, study.calibration_size, check_models=checked)
             for group, checked in ((study.settings, True), (swept, False)) for s in group]
 
 
@@ -783,19 +788,22 @@ def _recorded_seconds(out: Path) -> dict[str, dict[str, float]]:
 def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
              device: str | None = None, max_batch: int | None = None,
              engine: EngineOptions | None = None,
-             commands: Sequence[str] = ()) -> Report:
+             commands: Sequence[str] = (), prepared: Sequence[_Setting] | None = None
+             ) -> Report:
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
     ``engine`` (:class:`zerogap.engine.base.EngineOptions`) says how models load for
     ``study.backend``; without it, ``device`` and ``max_batch`` for the HF engine.
-    ``commands`` are shown first among the report's commands to reproduce.
+    ``commands`` are shown first among the report's commands to reproduce. ``prepared`` is
+    what :func:`prepare` returned for this study, where the caller checked it first (the CLI
+    does, before it prints anything): its tasks and questions are not loaded again.
     """
     from zerogap.engine.base import EngineOptions
 
     out = Path(out)
     engine = engine or EngineOptions(device=device, max_batch=max_batch)
-    prepared = prepare(study)
+    prepared = prepare(study) if prepared is None else prepared
     planned = [(s, *_plan(study, s, out, engine.dtype)) for s in prepared]
     state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
                           questions_total=sum(j.todo for _, jobs, _, _ in planned for j in jobs
@@ -810,13 +818,16 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     for s, jobs, dirs, controls in planned:
         models = _Models(s.spec, study.backend, engine, tracker)
         # Wall time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
+        # The design checks run at every invocation (they read runs that may have grown); their
+        # first time stands too, so a resumed study records and prints what the first one did.
         seconds: dict[str, float] = dict(earlier.get(s.spec.name, {}))
         try:
             for job in jobs:
                 if job.todo:
                     started = time.monotonic()
                     _run_job(job, study, s, models, dirs, tracker)
-                    seconds[job.label] = round(time.monotonic() - started, 1)
+                    if job.kind != "design" or job.label not in seconds:
+                        seconds[job.label] = round(time.monotonic() - started, 1)
                 state.jobs_done += 1
                 tracker.emit()
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"

@@ -1,8 +1,9 @@
-"""``zerogap demo``: its study, its refusals, and (opt-in) the whole demo.
+"""``zerogap demo``: its study, the design checks it runs before any strategy samples, its
+refusals, and (opt-in) the whole demo. The criteria themselves: tests/analysis/test_design.py.
 
 The whole demo trains the laptop preset's models and evaluates six strategies: about as long as
 ``make demo`` itself, so CI does not repeat it (the laptop preset is checked by
-tests/pipelines/test_contamination_slow.py, the study by tests/analysis/test_evaluate.py).
+tests/pipelines/test_contamination_slow.py, the study by tests/study/test_evaluate.py).
 ``ZEROGAP_TEST_DEMO=1`` runs it.
 """
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.design import design_criteria, read_design, sign_test
+from zerogap.analysis.design import read_design
 from zerogap.io.counts import read_counts
 from zerogap.store import RunStore
 from zerogap.study.run import demo_study
@@ -36,38 +37,6 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     assert set(ABLATION) <= set(wide.labels())
 
 
-def _by_key(criteria):
-    return {c.key: c for c in criteria}
-
-
-def test_design_criteria_follow_their_definitions():
-    # 6 questions, 3 leaked: clean solves 2 strictly between 0 and 1, 2 never
-    clean = [0.0, 0.5, 1.0, 0.0, 0.25, 1.0]
-    leaked = [True, True, True, False, False, False]
-    co = [1.0, 1.0, 1.0, 0.0, 0.25, 1.0]  # up on 2 leaked, unchanged on unleaked
-    copies, samples = [4, 4, 3, 1, 0, 0], [4, 4, 4, 4, 4, 4]
-    got = _by_key(design_criteria(clean, [0.0, 0.25, 1.0, 0.25, 0.5, 0.75], co, copies, samples,
-                                  leaked))
-    assert got["spread"].value == pytest.approx(2 / 6) and not got["spread"].met
-    assert got["no floor"].value == pytest.approx(2 / 6) and got["no floor"].met
-    assert got["collapse (leaked)"].value == pytest.approx(11 / 12) and got["collapse (leaked)"].met
-    assert got["dispersion"].value == pytest.approx(1 / 12) and got["dispersion"].met
-    assert got["contamination"].value == pytest.approx(sign_test(2, 0)) == 0.25
-    assert not got["contamination"].met  # two wins cannot reach p <= 0.01
-    assert got["no spill-over"].value == 0 and got["no spill-over"].met
-    # M_co far above M_cl on every unleaked question: outside any band the clean batches give
-    shifted = _by_key(design_criteria(clean, clean, [1.0] * 6, copies, samples, leaked))
-    assert shifted["no spill-over"].value > 0 and not shifted["no spill-over"].met
-    with pytest.raises(ValueError, match="equal-length"):
-        design_criteria(clean, clean[:5], co, copies, samples, leaked)
-
-
-def test_sign_test_is_the_binomial_tail():
-    assert sign_test(7, 0) == 2.0**-7 and sign_test(0, 3) == 1.0
-    assert sign_test(5, 5) == pytest.approx(sum(__import__("math").comb(10, k)
-                                                for k in range(5, 11)) / 1024)
-
-
 def test_the_study_checks_the_design_before_any_strategy_samples(study_dir):
     """The demo's design checks on a reduced size: the tiny models of the reduced study."""
     out, report, states = study_dir
@@ -77,7 +46,7 @@ def test_the_study_checks_the_design_before_any_strategy_samples(study_dir):
     for later in ("railcap", "lne-blocking", "shortcut"):
         assert checked < stages.index(f"tiny-toy: {later}")
     entry = json.loads((out / "study.json").read_text())["settings"][0]
-    criteria = _by_key(read_design(out / entry["design"]))
+    criteria = {c.key: c for c in read_design(out / entry["design"])}
     assert list(criteria) == ["spread", "no floor", "collapse (leaked)", "dispersion",
                               "contamination", "no spill-over"]
     # recomputed from the exported counts and the stored samples

@@ -11,16 +11,15 @@ from zerogap.io.counts import read_counts
 from zerogap.study.run import evaluate
 from zerogap.study.spec import load_study
 
-from .conftest import STRATEGIES
 
-
-def test_study_samples_every_run_and_writes_the_report(study_dir):
+def test_study_samples_every_run_and_writes_the_report(study_dir, reduced_study):
     out, report, states = study_dir
+    strategies = reduced_study().strategies
     study = json.loads((out / "study.json").read_text())
     entry = study["settings"][0]
     assert entry["questions"] == 10 and len(entry["leaked"]) == 5
     # All-Zero samples nothing: no run, scored from the clean counts by the report
-    assert set(entry["counts"]["strategies"]) == set(STRATEGIES) - {"all-zero"}
+    assert set(entry["counts"]["strategies"]) == set(strategies) - {"all-zero"}
     for path in [entry["counts"]["clean"], entry["counts"]["repeat"],
                  *entry["counts"]["strategies"].values()]:
         counts = read_counts(out / path)
@@ -56,7 +55,7 @@ def test_study_samples_every_run_and_writes_the_report(study_dir):
     assert all(glance < markdown.index(f"- {key} ") < markdown.index("## Design")
                for key in ("F1", "F2", "F3"))
     verdicts = report.scores["tiny-toy"].verdicts
-    assert len(verdicts) == len(STRATEGIES)
+    assert len(verdicts) == len(strategies)
     assert {v.outcome for v in verdicts} <= {"restored", "not restored", "inconclusive"}
 
 
@@ -110,10 +109,10 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     assert todo["clean greedy"] == todo["contaminated greedy"] == 0
 
 
-def test_study_file_round_trips_and_cli_report_rewrites(study_dir, capsys):
+def test_study_file_round_trips_and_cli_report_rewrites(study_dir, reduced_study, capsys):
     out, _, _ = study_dir
     study, folder = load_study(out / "study.toml")
-    assert folder == out and study.strategies == STRATEGIES and study.m == 4
+    assert folder == out and study.strategies == reduced_study().strategies and study.m == 4
     (out / "report.html").unlink()
     assert cli.main(["report", str(out), "--resamples", "100"]) == 0
     printed = capsys.readouterr().out
