@@ -116,10 +116,10 @@ def test_a_device_destination_stays_a_device(tmp_path, capsys):
 
 def test_demo_refuses_zero_questions_and_samples_instead_of_using_the_defaults(
         tmp_path, capsys, monkeypatch):
-    import zerogap.study.run
+    import zerogap.study.demo
 
     # Guard only: on the old code the demo went on to build its models (minutes); fail fast.
-    monkeypatch.setattr(zerogap.study.run, "build_demo_models",
+    monkeypatch.setattr(zerogap.study.demo, "build_demo_models",
                         lambda *a, **k: pytest.fail("the demo started work on --questions 0"))
     out = tmp_path / "demo"
     refused(capsys, ["demo", "--out", out, "--questions", "0", "-m", "0"],

@@ -17,7 +17,7 @@ from zerogap import cli
 from zerogap.analysis.design import read_design
 from zerogap.io.counts import read_counts
 from zerogap.store import RunStore
-from zerogap.study.run import demo_study
+from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
 
 

@@ -52,7 +52,7 @@ STUDY_FILE_NOTE = ", or the study file's"
 
 
 def register(subparsers) -> None:
-    from zerogap.study.run import DEMO_M, DEMO_QUESTIONS
+    from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
@@ -331,7 +331,7 @@ def _report(args) -> int:
 
 
 def _demo(args) -> int:
-    from zerogap.study.run import (
+    from zerogap.study.demo import (
         DEMO_M,
         DEMO_QUESTIONS,
         build_demo_models,

@@ -3,6 +3,7 @@
 :mod:`zerogap.study.spec` holds the study's one config (settings, sweep, strategies, sampling and
 scoring fields) and its TOML file; :mod:`zerogap.study.run` plans the runs (shared where they can
 be), samples them, locates shortcut neurons, measures the design checks and hands the folder to
-:mod:`zerogap.analysis.report`. The package sits above :mod:`zerogap.runs` and below the command
+:mod:`zerogap.analysis.report`; :mod:`zerogap.study.demo` is ``zerogap demo``'s study on the
+laptop preset's models. The package sits above :mod:`zerogap.runs` and below the command
 line; :mod:`zerogap.analysis` only reads what it writes.
 """

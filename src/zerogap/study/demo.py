@@ -1,0 +1,62 @@
+"""``zerogap demo``'s study: the laptop preset's clean and contaminated models built from the
+embedded model, and the study evaluated on them at the size the power calculation gives
+(arXiv 2608.07341 §5 in miniature; docs/demo-design.md). Kept apart from :mod:`zerogap.study.run`
+so that every command's start-up reads the demo's defaults without importing the study runner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zerogap.progress import ProgressCallback
+from zerogap.study.spec import SettingSpec, StudySpec
+
+# The demo's size, from the power calculation (docs/demo-design.md section 6,
+# bench/demo_power.py): the smallest grid point whose paired SA-PPG interval is at most 0.06
+# wide on each side, with power >= 0.9 for the paper's RailCap-vs-Identity difference of 0.135.
+DEMO_QUESTIONS = 96
+DEMO_M = 12
+DEMO_MAX_NEW_TOKENS = 48
+# Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
+# B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
+# (the authors score the test set, leaked half included) for the 2 blocks of highest
+# comparative score: one unpatched and four patched greedy passes instead of 176. At the
+# powered size location measured 19-22% of the study's jobs (docs/demo-design.md section 2).
+DEMO_NEURON_BLOCK = 512
+DEMO_NEURON_CANDIDATES = 2
+
+
+def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M,
+               controls: bool = False, ablation: bool = False) -> StudySpec:
+    """The demo's study on models built by ``zerogap contaminate``'s laptop preset.
+
+    RailCap always runs on the clean model too (its collateral damage on templated answers);
+    ``controls`` applies every strategy there, ``ablation`` adds the grid
+    :data:`zerogap.study.spec.ABLATION`.
+    """
+    setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
+                          contaminated=str(models / "contaminated"), task="arith",
+                          split_file=str(models / "split.json"), limit=questions)
+    return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
+                     calibration_size=questions, neuron_block=DEMO_NEURON_BLOCK,
+                     neuron_candidates=DEMO_NEURON_CANDIDATES, controls=("railcap",),
+                     all_controls=controls, ablation=ablation,
+                     title="zerogap demo (embedded model)")
+
+
+def demo_max_questions() -> int:
+    """The most questions the demo's split holds half leaked and half not (the laptop
+    preset's leaked questions, twice), so a larger ``--questions`` is refused before training."""
+    from zerogap.pipelines.contamination import preset
+
+    leaked = preset("laptop").leaked
+    assert leaked is not None, "the laptop preset names its leaked count"
+    return 2 * leaked
+
+
+def build_demo_models(models: Path, *, progress: ProgressCallback | None = None) -> None:
+    """Build the clean and contaminated models once (``zerogap contaminate``'s laptop preset)."""
+    from zerogap.pipelines.contamination import build, preset
+
+    build(preset("laptop"), models, progress=progress)  # resumable: finished parts are kept
+
