@@ -13,7 +13,7 @@ from zerogap.cli.flags import (
     add_task_arguments,
     renamed,
 )
-from zerogap.cli.paraphrase import read_ids
+from zerogap.cli.paraphrase import questions_by_ids
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
 
@@ -68,14 +68,8 @@ def _neurons(args) -> int:
     check_output(args.out, "--out", inputs=[args.leaked_ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    by_id = {q.id: q for q in questions}
-    wanted = read_ids(args.leaked_ids)
-    unknown = [q for q in wanted if q not in by_id]
-    if unknown:
-        raise UserError(f"{args.leaked_ids}: {len(unknown)} ids not in split {args.split!r} of "
-                        f"{args.task} (first: {unknown[0]!r})")
-    leaked = [by_id[q] for q in wanted]
-    leaked_ids = set(wanted)
+    leaked = questions_by_ids(args.leaked_ids, questions, args.split, args.task)
+    leaked_ids = {q.id for q in leaked}
     calibration = [q for q in questions if q.id not in leaked_ids][: args.calibration_size]
     if not calibration:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
@@ -88,7 +82,7 @@ def _neurons(args) -> int:
     for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
         check_model_spec(getattr(args, role))
     setup = {"task": task.name, "task_config": task.config(), "split": args.split,
-             "leaked_ids": wanted, "calibration_ids": [q.id for q in calibration]}
+             "leaked_ids": [q.id for q in leaked], "calibration_ids": [q.id for q in calibration]}
     kept = journal_path(args.out)
     resumed = kept.is_file()
     # Candidates only when set, so a journal kept before the flag existed still resumes.

@@ -89,6 +89,18 @@ def read_ids(path: Path) -> list[str]:
     return ids
 
 
+def questions_by_ids(path: Path, questions: list, split: str, task: str) -> list:
+    """The questions :func:`read_ids` names in ``path``, in its order; one line naming the first
+    id that is not among ``questions`` (split ``split`` of ``task``)."""
+    by_id = {q.id: q for q in questions}
+    wanted = read_ids(path)
+    unknown = [q for q in wanted if q not in by_id]
+    if unknown:
+        raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "
+                        f"{unknown[0]!r})")
+    return [by_id[q] for q in wanted]
+
+
 def rewriter(args) -> str:
     """``local`` (``--model``) or ``endpoint`` (``--base-url``): exactly one of them, and the
     old ``--backend`` word, if given, must agree."""
@@ -127,13 +139,7 @@ def _paraphrase(args) -> int:
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     if args.ids is not None:
-        by_id = {q.id: q for q in questions}
-        wanted = read_ids(args.ids)
-        unknown = [q for q in wanted if q not in by_id]
-        if unknown:
-            raise UserError(f"{args.ids}: {len(unknown)} ids not in split {args.split!r} of "
-                            f"{args.task} (first: {unknown[0]!r})")
-        questions = [by_id[q] for q in wanted]
+        questions = questions_by_ids(args.ids, questions, args.split, args.task)
     if args.limit is not None:
         if args.limit < 1:
             raise UserError(f"--limit must be at least 1, got {args.limit}")

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from zerogap.errors import DataError
 from zerogap.io.files import read_text
+
+
+def _loads(text: str, where: str, *, malformed: Callable[[json.JSONDecodeError], str]) -> Any:
+    """``json.loads(text)``; a :class:`DataError` ``"{where}: ..."`` for text that is not JSON
+    (``malformed`` words it), nests too deeply, or holds an integer past Python's digit limit."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{where}: {malformed(err)}") from None
+    except RecursionError:
+        raise DataError(f"{where}: JSON nested too deeply") from None
+    except ValueError as err:  # an integer literal past Python's digit limit
+        raise DataError(f"{where}: unreadable JSON value ({str(err).split(';')[0]})") from None
 
 
 def read_jsonl(path: str | os.PathLike, *, journal: bool = False
@@ -26,15 +40,7 @@ def read_jsonl(path: str | os.PathLike, *, journal: bool = False
     for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
-        except RecursionError:
-            raise DataError(f"{path}:{line_no}: JSON nested too deeply") from None
-        except ValueError as err:  # an integer literal past Python's digit limit
-            reason = str(err).split(";")[0]
-            raise DataError(f"{path}:{line_no}: unreadable JSON value ({reason})") from None
+        record = _loads(line, f"{path}:{line_no}", malformed=lambda e: f"malformed JSON ({e.msg})")
         if not isinstance(record, dict):
             raise DataError(f"{path}:{line_no}: expected a JSON object per line")
         yield line_no, record
@@ -47,14 +53,7 @@ def read_json_object(path: str | os.PathLike, what: str = "file") -> dict:
     if not os.path.exists(path):
         raise DataError(f"{path}: no such {what}")
     text = read_text(path)  # its own errors name the file already
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
-    except RecursionError:
-        raise DataError(f"{path}: JSON nested too deeply") from None
-    except ValueError as err:  # an integer literal past Python's digit limit
-        raise DataError(f"{path}: unreadable JSON value ({str(err).split(';')[0]})") from None
+    data = _loads(text, str(path), malformed=lambda e: f"not valid JSON ({e})")
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object")
     return data
