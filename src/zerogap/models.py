@@ -438,10 +438,13 @@ def _load_any(spec: str, dtype, relative_to: Path | None = None):
 
 def load_tokenizer(spec: str, relative_to: Path | None = None):
     """The tokenizer :func:`load_model` gives ``spec`` (an adapter's is its base's), without
-    loading any weights: a study renders chat-template prompts with it before sampling."""
+    loading any weights: a study renders chat-template prompts with it before sampling.
+
+    ``spec`` is one :func:`check_model_spec` passed (a study checks its models first); a
+    tokenizer the hub or the folder cannot give is a :class:`~zerogap.errors.UserError`.
+    """
     from transformers import AutoTokenizer
 
-    check_model_spec(spec, relative_to=relative_to)
     source = _source(spec, relative_to)
     if isinstance(source, Path) and (source / "adapter_config.json").is_file():
         return load_tokenizer(_adapter_base(source / "adapter_config.json"), relative_to=source)

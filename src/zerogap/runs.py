@@ -1,9 +1,11 @@
 """Resumable runs: a task's questions through the engine into a run store.
 
 :func:`run_sample` and :func:`run_greedy` validate the whole run (settings, strategy, one built
-prompt within the model's context) before they record its configuration in the store (refusing
-a directory that holds a different run), skip the questions already stored, and write each
-question's graded results in one transaction as soon as it is complete. Killing a run loses at
+prompt within the model's context: :func:`check_sample`, :func:`check_greedy`, which a front end
+calls on its own to refuse bad input before it creates a store) before they record its
+configuration in the store (refusing a directory that holds a different run), skip the
+questions already stored, and write each question's graded results in one transaction as soon
+as it is complete. Killing a run loses at
 most the questions in flight; running the same call again finishes it, and because each
 sample's noise depends only on (seed, question id, sample index, step), the resumed run stores
 the samples an uninterrupted run would have stored.
@@ -19,7 +21,7 @@ sample's ``stats``, and its readout kind, recorded with the run, is what
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zerogap.engine.base import Backend, Capabilities, Generation, InterventionSpec, SamplingSpec
@@ -54,22 +56,24 @@ def _check_capabilities(strategy: Strategy, capabilities: Capabilities) -> None:
                         "this backend lacks")
 
 
-def _chosen(strategy: str | Strategy, options: dict | None, capabilities: Capabilities
+def _chosen(strategy: str | Strategy, options: dict | None, capabilities: Capabilities | None
             ) -> Strategy:
     """``strategy`` built here from its name and ``options``, or as given when it is built
     already (by :func:`build_strategy`, which the caller ran before loading a model; its
-    ``options`` are its own): then only held against the loaded backend's capabilities, which
-    can be narrower than its class's (a vLLM engine started without full logprobs)."""
+    ``options`` are its own): then only held against the loaded backend's ``capabilities``
+    (where there is one), which can be narrower than its class's (a vLLM engine started
+    without full logprobs)."""
     if not isinstance(strategy, Strategy):
         return build_strategy(strategy, options, capabilities)
-    _check_capabilities(strategy, capabilities)
+    if capabilities is not None:
+        _check_capabilities(strategy, capabilities)
     return strategy
 
 
 def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
                    questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
-                   max_new_tokens: int, max_batch: int | None = None,
-                   progress: ProgressCallback | None = None, backend: Backend | None = None
+                   max_new_tokens: int, backend: Backend,
+                   progress: ProgressCallback | None = None
                    ) -> tuple[InterventionSpec, list[GreedyRow] | None]:
     """Prepare ``strategy`` for ``questions`` (in order): its intervention and the greedy rows
     used.
@@ -80,9 +84,11 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
     """
 
     def greedy_rows() -> list[GreedyRow]:
-        run_greedy(loaded, task, questions, greedy_store, split=split,
-                   max_new_tokens=max_new_tokens, max_batch=max_batch, progress=progress,
-                   backend=backend)
+        # The sampling run that asks checked these prompts and this token limit already.
+        decodes = GreedyRun(loaded, task, questions, split,
+                            SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
+                            get_strategy("identity", {}), backend)
+        decodes.into(greedy_store, progress=progress)
         stored = greedy_store.greedy()
         return [stored[q.id] for q in questions]
 
@@ -142,6 +148,81 @@ def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
     return fields
 
 
+@dataclass(frozen=True)
+class SampleRun:
+    """A sampling run checked whole (:func:`check_sample`) and not yet recorded anywhere.
+
+    A front end that must refuse bad input before it creates a store checks first, creates the
+    store, then calls :meth:`into`; :func:`run_sample` does both for Python callers.
+    """
+
+    loaded: LoadedModel
+    task: Task
+    questions: Sequence[Question]
+    spec: SamplingSpec  # with its stop strings (the task's where none were given)
+    split: str
+    strategy: Strategy
+    backend: Backend
+
+    def into(self, store: RunStore, *, greedy_store: RunStore | None = None,
+             progress: ProgressCallback | None = None) -> int:
+        """Record the run's configuration in ``store`` (refusing a store of another run) and
+        sample every question it lacks; see :func:`run_sample`. Returns questions sampled."""
+        loaded, task, spec, chosen, backend = (self.loaded, self.task, self.spec, self.strategy,
+                                               self.backend)
+        store.check_config({
+            **_base_fields(loaded, backend, task, self.split), **spec.to_dict(),
+            "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
+            "readout": chosen.readout,
+        })
+        done = store.completed_questions()
+        todo = [q for q in self.questions if q.id not in done]
+        if not todo:
+            return 0
+        if not chosen.samples_model:
+            for q in todo:
+                store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
+                                   for s in range(spec.m)])
+            return len(todo)
+        hooks, greedy_rows = strategy_hooks(
+            chosen, loaded, task, todo, greedy_store or store, split=self.split, m=spec.m,
+            max_new_tokens=spec.max_new_tokens, backend=backend, progress=progress,
+        )
+
+        def write(i: int, generations: list[Generation]) -> None:
+            q = todo[i]
+            if len(generations) != spec.m:  # a backend bug; never store a partial question
+                raise RuntimeError(f"{backend.name} returned {len(generations)} samples of "
+                                   f"{q.id}, not m = {spec.m}")
+            greedy_text = None if greedy_rows is None else greedy_rows[i].text
+            extra = chosen.sample_stats(greedy_text, [g.text for g in generations],
+                                        loaded.tokenizer)
+            rows = []
+            for s, (g, more) in enumerate(zip(generations, extra, strict=True)):
+                grade = task.grade(q, g.text)
+                rows.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish,
+                                      grade.extracted, grade.correct, {**g.stats, **more}))
+            store.add_samples(rows)
+
+        backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
+                       intervention=hooks.logits, patch=hooks.patch, progress=progress,
+                       on_question=write)
+        return len(todo)
+
+
+def check_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question],
+                 spec: SamplingSpec, *, split: str, strategy: str | Strategy = "identity",
+                 strategy_options: dict | None = None, max_batch: int | None = None,
+                 backend: Backend | None = None) -> SampleRun:
+    """The sampling run of :func:`run_sample`, checked whole and written nowhere: the strategy
+    against the backend's capabilities, the first prompt within the model's context."""
+    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    chosen = _chosen(strategy, strategy_options, backend.capabilities)
+    spec = spec if spec.stop else replace(spec, stop=task.stop)
+    check_first_prompt(loaded, task, questions, spec.max_new_tokens)
+    return SampleRun(loaded, task, questions, spec, split, chosen, backend)
+
+
 def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
                spec: SamplingSpec, *, split: str, strategy: str | Strategy = "identity",
                strategy_options: dict | None = None, greedy_store: RunStore | None = None,
@@ -156,55 +237,73 @@ def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
     with ``finish="synthetic"``. ``backend`` samples (default: the HF engine on
     ``loaded.model``); the store records it and its noise scheme, so a resume by another backend
-    is refused.
+    is refused. The run is checked whole (:func:`check_sample`) before ``store`` records it.
 
     Returns
     -------
     int
         Number of questions sampled by this call (0 when the run was already complete).
     """
+    run = check_sample(loaded, task, questions, spec, split=split, strategy=strategy,
+                       strategy_options=strategy_options, max_batch=max_batch, backend=backend)
+    return run.into(store, greedy_store=greedy_store, progress=progress)
+
+
+@dataclass(frozen=True)
+class GreedyRun:
+    """Greedy decodes checked whole (:func:`check_greedy`) and not yet recorded anywhere."""
+
+    loaded: LoadedModel
+    task: Task
+    questions: Sequence[Question]
+    split: str
+    spec: SamplingSpec  # m = 1, the token limit and the task's stop strings
+    strategy: Strategy
+    backend: Backend
+
+    def into(self, store: RunStore, *, progress: ProgressCallback | None = None) -> int:
+        """Record the decodes' ``greedy_*`` configuration in ``store`` and decode every question
+        it lacks; see :func:`run_greedy`. Returns questions decoded."""
+        loaded, task, chosen, backend = self.loaded, self.task, self.strategy, self.backend
+        store.check_config({
+            **_base_fields(loaded, backend, task, self.split),
+            "greedy_max_new_tokens": self.spec.max_new_tokens, "greedy_strategy": chosen.name,
+            "greedy_strategy_config": chosen.config.to_dict(),
+        })
+        done = store.completed_greedy()
+        todo = [q for q in self.questions if q.id not in done]
+        if not todo:
+            return 0
+        hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=self.split, m=1,
+                                  max_new_tokens=self.spec.max_new_tokens, backend=backend)
+        if hooks.logits is not None:
+            raise UserError(f"strategy {chosen.name!r} edits logits; greedy decodes take "
+                            "patches only")
+
+        def write(i: int, g: Generation) -> None:
+            q = todo[i]
+            grade = task.grade(q, g.text)
+            store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,
+                                        grade.correct, g.entropies)])
+
+        backend.greedy([task.prompt(q) for q in todo], self.spec,
+                       entropies=backend.capabilities.entropies, patch=hooks.patch,
+                       progress=progress, on_question=write)
+        return len(todo)
+
+
+def check_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], *, split: str,
+                 max_new_tokens: int, strategy: str | Strategy = "identity",
+                 strategy_options: dict | None = None, max_batch: int | None = None,
+                 backend: Backend | None = None) -> GreedyRun:
+    """The greedy decodes of :func:`run_greedy`, checked whole and written nowhere."""
     backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
     chosen = _chosen(strategy, strategy_options, backend.capabilities)
-    spec = spec if spec.stop else replace(spec, stop=task.stop)
-    check_first_prompt(loaded, task, questions, spec.max_new_tokens)
-    store.check_config({
-        **_base_fields(loaded, backend, task, split), **spec.to_dict(),
-        "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
-        "readout": chosen.readout,
-    })
-    done = store.completed_questions()
-    todo = [q for q in questions if q.id not in done]
-    if not todo:
-        return 0
-    if not chosen.samples_model:
-        for q in todo:
-            store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
-                               for s in range(spec.m)])
-        return len(todo)
-    hooks, greedy_rows = strategy_hooks(
-        chosen, loaded, task, todo, greedy_store or store, split=split, m=spec.m,
-        max_new_tokens=spec.max_new_tokens, max_batch=max_batch, progress=progress,
-        backend=backend,
-    )
-
-    def write(i: int, generations: list[Generation]) -> None:
-        q = todo[i]
-        if len(generations) != spec.m:  # a backend bug; never store a partial question
-            raise RuntimeError(f"{backend.name} returned {len(generations)} samples of {q.id}, "
-                               f"not m = {spec.m}")
-        greedy_text = None if greedy_rows is None else greedy_rows[i].text
-        extra = chosen.sample_stats(greedy_text, [g.text for g in generations], loaded.tokenizer)
-        rows = []
-        for s, (g, more) in enumerate(zip(generations, extra, strict=True)):
-            grade = task.grade(q, g.text)
-            rows.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish, grade.extracted,
-                                  grade.correct, {**g.stats, **more}))
-        store.add_samples(rows)
-
-    backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
-                   intervention=hooks.logits, patch=hooks.patch, progress=progress,
-                   on_question=write)
-    return len(todo)
+    if chosen.needs_greedy or not chosen.samples_model:
+        raise UserError(f"strategy {chosen.name!r} does not apply to greedy decodes")
+    spec = SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop)
+    check_first_prompt(loaded, task, questions, max_new_tokens)
+    return GreedyRun(loaded, task, questions, split, spec, chosen, backend)
 
 
 def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
@@ -220,40 +319,14 @@ def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], s
     ``strategy_options``) or a built strategy, as for :func:`run_sample`. Returns questions
     decoded.
     """
-    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
-    chosen = _chosen(strategy, strategy_options, backend.capabilities)
-    if chosen.needs_greedy or not chosen.samples_model:
-        raise UserError(f"strategy {chosen.name!r} does not apply to greedy decodes")
-    spec = SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop)
-    check_first_prompt(loaded, task, questions, max_new_tokens)
-    store.check_config({
-        **_base_fields(loaded, backend, task, split), "greedy_max_new_tokens": max_new_tokens,
-        "greedy_strategy": chosen.name, "greedy_strategy_config": chosen.config.to_dict(),
-    })
-    done = store.completed_greedy()
-    todo = [q for q in questions if q.id not in done]
-    if not todo:
-        return 0
-    hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=split, m=1,
-                              max_new_tokens=max_new_tokens, backend=backend)
-    if hooks.logits is not None:
-        raise UserError(f"strategy {chosen.name!r} edits logits; greedy decodes take patches "
-                        "only")
-
-    def write(i: int, g: Generation) -> None:
-        q = todo[i]
-        grade = task.grade(q, g.text)
-        store.add_greedy([GreedyRow(q.id, g.token_ids, g.text, g.finish, grade.extracted,
-                                    grade.correct, g.entropies)])
-
-    backend.greedy([task.prompt(q) for q in todo], spec,
-                   entropies=backend.capabilities.entropies, patch=hooks.patch,
-                   progress=progress, on_question=write)
-    return len(todo)
+    run = check_greedy(loaded, task, questions, split=split, max_new_tokens=max_new_tokens,
+                       strategy=strategy, strategy_options=strategy_options,
+                       max_batch=max_batch, backend=backend)
+    return run.into(store, progress=progress)
 
 
 def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokenizer, *,
-               strategy: str, strategy_options: dict | None = None) -> int:
+               strategy: str | Strategy, strategy_options: dict | None = None) -> int:
     """A filtering strategy's run made from the plain samples of ``source``: nothing sampled.
 
     A strategy whose decoding is plain sampling (TED: ``Strategy.filters_only``) draws exactly
@@ -263,16 +336,17 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
     ``samples_of`` (the source directory's name). Returns questions added; like the sampling
     runs it resumes, and refuses a source of another strategy or a question without a decode.
     """
-    chosen = build_strategy(strategy, strategy_options)
+    chosen = _chosen(strategy, strategy_options, None)
     if not chosen.filters_only:
-        raise UserError(f"strategy {strategy!r} changes the decoding; it cannot reuse samples")
+        raise UserError(f"strategy {chosen.name!r} changes the decoding; it cannot reuse "
+                        "samples")
     config = source.config()
     if config.get("strategy") != "identity":
         raise UserError(f"{source.run_dir} holds a {config.get('strategy')!r} run, not plain "
                         "samples")
     store.check_config({
         **{k: v for k, v in config.items() if not k.startswith("greedy_")},
-        "strategy": strategy, "strategy_config": chosen.config.to_dict(),
+        "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
         "readout": chosen.readout, "samples_of": source.run_dir.name,
     })
     done = store.completed_questions()
@@ -284,7 +358,7 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
     missing = [q for q in grouped if q not in greedy]
     if missing:
         raise UserError(f"{greedy_store.run_dir} lacks the greedy decode of {missing[0]} (and "
-                        f"{len(missing) - 1} more) that {strategy} filters against")
+                        f"{len(missing) - 1} more) that {chosen.name} filters against")
     for qid, rows in grouped.items():
         extra = chosen.sample_stats(greedy[qid].text, [r.text for r in rows], tokenizer)
         store.add_samples([replace(r, stats={**r.stats, **more})

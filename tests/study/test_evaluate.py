@@ -318,11 +318,24 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
 
 
-def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path):
+def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path,
+                                                      monkeypatch):
+    import zerogap.runs
     from zerogap.store import RunStore
 
+    built = []
+    build = zerogap.runs.build_strategy
+
+    def counting_build(name, options, capabilities=None):
+        built.append(name)
+        return build(name, options, capabilities)
+
+    monkeypatch.setattr(zerogap.runs, "build_strategy", counting_build)
     study = reduced_study(strategies=("identity", "ted", "railcap"), controls=("ted", "railcap"))
     report = evaluate(study, tmp_path)
+    # Each label is built once, when its setting is checked; its runs on both models (and
+    # TED's filters) use that one.
+    assert sorted(built) == ["identity", "railcap", "ted"]
     entry = json.loads((tmp_path / "study.json").read_text())["settings"][0]
     assert set(entry["counts"]["controls"]) == {"ted", "railcap"}
     clean_print = entry["clean"]["fingerprint"]
@@ -338,3 +351,4 @@ def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_stud
         reduced_study(controls=("identity",))
     with pytest.raises(ValueError, match="not one of the study's strategies"):
         reduced_study(strategies=("identity",), controls=("railcap",))
+

@@ -216,9 +216,10 @@ def _spec(args, stop):
 
 
 def _prepare(args):
-    """Settings, task, questions, stores and model, in the order that touches nothing on bad
-    input: every check runs before the model is loaded (one prompt is built) and before a store
-    is created (the token limit against the loaded model's context)."""
+    """The checked run (:class:`zerogap.runs.SampleRun` or :class:`~zerogap.runs.GreedyRun`)
+    and its stores, in the order that touches nothing on bad input: every check runs before the
+    model is loaded (one prompt is built) and before a store is created (the whole run against
+    the loaded model: its token limit within the context, its strategy on the backend)."""
     from zerogap.config import parse_pairs
     from zerogap.store import check_store_dir
     from zerogap.tasks import task_from_strings
@@ -253,46 +254,45 @@ def _prepare(args):
     from zerogap.engine.base import load_engine
 
     loaded, backend = load_engine(args.model, args.backend, engine)
-    from zerogap.runs import check_first_prompt
+    from zerogap.runs import check_greedy, check_sample
     from zerogap.tasks.chat import chat_prompts
 
     task = chat_prompts(task, loaded.tokenizer, template=template,
                         system=args.system_instruction)
-    check_first_prompt(loaded, task, questions, spec.max_new_tokens)  # before a store exists
+    # The whole run is checked against the loaded model before a store exists.
+    if args.command == "sample":
+        run = check_sample(loaded, task, questions, spec, split=args.split, strategy=strategy,
+                           backend=backend)
+    else:
+        run = check_greedy(loaded, task, questions, split=args.split,
+                           max_new_tokens=spec.max_new_tokens, strategy=strategy,
+                           backend=backend)
     store = RunStore(args.out)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)
     except BaseException:
         store.close()
         raise
-    return strategy, spec, task, questions, loaded, backend, store, greedy_store
+    return run, store, greedy_store
 
 
 def _sample(args) -> int:
-    from zerogap.runs import run_sample
-
-    strategy, spec, task, questions, loaded, backend, store, greedy_store = _prepare(args)
+    run, store, greedy_store = _prepare(args)
     with store, progress_bars(args.quiet) as progress:
         try:
-            n = run_sample(loaded, task, questions, store, spec, split=args.split,
-                           strategy=strategy, greedy_store=greedy_store, max_batch=args.batch_size,
-                           progress=progress, backend=backend)
+            n = run.into(store, greedy_store=greedy_store, progress=progress)
         finally:
             if greedy_store is not None:
                 greedy_store.close()
         total = len(store.completed_questions())
-    print(f"sampled {n} questions ({total} stored, m={spec.m}) in {args.out}")
+    print(f"sampled {n} questions ({total} stored, m={run.spec.m}) in {args.out}")
     return 0
 
 
 def _greedy(args) -> int:
-    from zerogap.runs import run_greedy
-
-    strategy, _, task, questions, loaded, backend, store, _ = _prepare(args)
+    run, store, _ = _prepare(args)
     with store, progress_bars(args.quiet) as progress:
-        n = run_greedy(loaded, task, questions, store, split=args.split,
-                       max_new_tokens=args.max_new_tokens, strategy=strategy,
-                       max_batch=args.batch_size, progress=progress, backend=backend)
+        n = run.into(store, progress=progress)
         total = len(store.completed_greedy())
     print(f"decoded {n} questions greedily ({total} stored) in {args.out}")
     return 0

@@ -55,16 +55,17 @@ from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec, read_split, st
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
+    from zerogap.strategies import Strategy
 
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
 
 def parse_strategy(label: str) -> tuple[str, dict]:
-    """``"railcap:n=3,mode=ban"`` -> ``("railcap", {"n": 3, "mode": "ban"})``, validated.
+    """``"railcap:n=3,mode=ban"`` -> ``("railcap", {"n": 3, "mode": "ban"})``, typed.
 
-    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting.
+    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting;
+    the values are checked when each setting builds the strategy (:func:`_setting_strategies`).
     """
-    from zerogap.runs import build_strategy
     from zerogap.strategies import parse_overrides
 
     name, _, rest = label.partition(":")
@@ -73,11 +74,34 @@ def parse_strategy(label: str) -> tuple[str, dict]:
         options = parse_overrides(name, pairs)
         if name == "shortcut" and options:
             raise UserError("shortcut's neurons and base come from the study; give no settings")
-        if name != "shortcut":
-            build_strategy(name, options, None)
     except ValueError as err:
         raise UserError(f"strategy {label!r}: {err}") from None
     return name, options
+
+
+def _setting_strategies(labels: dict[str, tuple[str, dict]], t_task: int | None
+                        ) -> tuple[dict[str, tuple[str, dict]], dict[str, Strategy], Strategy]:
+    """Each label's final ``(name, options)`` in a setting (LNE-blocking takes the setting's
+    ``t_task`` unless its label sets one), each strategy built from them, once per setting, and
+    the plain sampling of the clean batches and greedy decodes (the identity label's, if any).
+
+    Shortcut is built when its run starts: its neuron list is the study's to locate first.
+    """
+    from zerogap.runs import build_strategy
+
+    final: dict[str, tuple[str, dict]] = {}
+    built: dict[str, Strategy] = {}
+    for label, (name, options) in labels.items():
+        if name == "lne-blocking" and "t_task" not in options and t_task is not None:
+            options = {**options, "t_task": t_task}
+        final[label] = (name, options)
+        if name != "shortcut":
+            try:
+                built[label] = build_strategy(name, options, None)
+            except ValueError as err:
+                raise UserError(f"strategy {label!r}: {err}") from None
+    plain = built.get("identity") or build_strategy("identity", {}, None)
+    return final, built, plain
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -89,8 +113,9 @@ class _Setting:
 
     ``t_task`` is LNE-blocking's task threshold for this task (None where the task has no
     reference solutions to measure: the strategy's own default then applies). ``strategies``
-    maps each of the study's strategy labels to its parsed ``(name, options)``
-    (:func:`parse_strategy`, once per study).
+    maps each of the study's strategy labels to its ``(name, options)`` in this setting, and
+    ``built`` to the strategy built from them (:func:`_setting_strategies`; shortcut's is built
+    when its run starts); ``plain`` samples the clean batches and decodes greedily.
     """
 
     spec: SettingSpec
@@ -100,6 +125,8 @@ class _Setting:
     calibration: list
     t_task: int | None = None
     strategies: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    built: dict[str, Strategy] = field(default_factory=dict)
+    plain: Strategy | None = None
 
 
 def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
@@ -186,8 +213,9 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
         raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
                          "leaked questions locate its neurons); give --split-file or leave it out "
                          "of --strategies")
-    return _Setting(spec, task, questions, leaked, calibration,
-                    _t_task(task, spec.task_split, every, questions), strategies)
+    t_task = _t_task(task, spec.task_split, every, questions)
+    return _Setting(spec, task, questions, leaked, calibration, t_task,
+                    *_setting_strategies(strategies, t_task))
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:
@@ -212,7 +240,8 @@ class _Job:
     run's samples (TED), neuron location, or the design checks.
 
     ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
-    ``source`` is the run a filter reads its samples from.
+    ``source`` is the run a filter reads its samples from; ``built`` is the strategy named by
+    ``strategy`` and ``options`` where the setting built it already (None: built at its run).
     """
 
     kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design"
@@ -224,6 +253,7 @@ class _Job:
     seed: int = 0
     greedy_dir: Path | None = None
     source: Path | None = None
+    built: Strategy | None = None
     todo: int = 0
     rows: int = 0
 
@@ -271,12 +301,13 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
     jobs = [
         _Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
                                                  **sampling), seed=study.seed,
-             greedy_dir=greedy["clean"]),
+             greedy_dir=greedy["clean"], built=s.plain),
         _Job("sample", REPEAT, "clean", run_dir("clean", spec.clean, seed=study.seed + 1,
                                                 **sampling), seed=study.seed + 1,
-             greedy_dir=greedy["clean"]),
-        _Job("greedy", "clean greedy", "clean", greedy["clean"]),
-        _Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"]),
+             greedy_dir=greedy["clean"], built=s.plain),
+        _Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain),
+        _Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"],
+             built=s.plain),
     ]
     dirs: dict[str, Path] = {"clean": jobs[0].run_dir, REPEAT: jobs[1].run_dir,
                              "greedy": greedy["contaminated"], "clean greedy": greedy["clean"]}
@@ -298,8 +329,6 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
                 jobs.append(_Job("neurons", "shortcut neurons", "contaminated", neurons))
             # The run records the list's absolute path; its name (a digest) names the run.
             options = {"neurons": str(neurons.resolve()), "base": spec.base}
-        if name == "lne-blocking" and "t_task" not in options and s.t_task is not None:
-            options = {**options, "t_task": s.t_task}
         named = {**options, "neurons": Path(options["neurons"]).name} if "neurons" in options \
             else options
         shown = label if role == "contaminated" else f"{label} on the clean model"
@@ -307,12 +336,13 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
             return _Job("filter", shown, role,
                         run_dir(slug(name), model, strategy=name, options=named,
                                 samples_of=plain.name),
-                        strategy=name, options=options, greedy_dir=greedy[role], source=plain)
+                        strategy=name, options=options, greedy_dir=greedy[role], source=plain,
+                        built=s.built.get(label))
         return _Job("sample", shown, role,
                     run_dir(slug(name), model, strategy=name, options=named,
                             seed=study.seed + 2, **sampling),
                     strategy=name, options=options, seed=study.seed + 2,
-                    greedy_dir=greedy[role])
+                    greedy_dir=greedy[role], built=s.built.get(label))
 
     labels = study.labels()
     made: dict[str, Path] = {}
@@ -520,20 +550,21 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models,
         assert job.source is not None and job.greedy_dir is not None
         with RunStore(job.run_dir) as store, RunStore(job.source, create=False) as source, \
                 RunStore(job.greedy_dir, create=False) as greedy_store:
-            run_filter(source, store, greedy_store, loaded.tokenizer, strategy=job.strategy,
-                       strategy_options=job.options)
+            run_filter(source, store, greedy_store, loaded.tokenizer,
+                       strategy=job.built or job.strategy, strategy_options=job.options)
         return
     with _counting_store(job.run_dir, tracker) as store:
         if job.kind == "greedy":
             run_greedy(loaded, s.task, s.questions, store, split=s.spec.task_split,
-                       max_new_tokens=study.max_new_tokens, backend=backend)
+                       max_new_tokens=study.max_new_tokens, strategy=job.built or job.strategy,
+                       backend=backend)
             return
         settings = SamplingSpec(m=study.m, temperature=study.temperature,
                                 max_new_tokens=study.max_new_tokens, seed=job.seed)
         assert job.greedy_dir is not None
         with RunStore(job.greedy_dir) as greedy_store:
             run_sample(loaded, s.task, s.questions, store, settings, split=s.spec.task_split,
-                       strategy=job.strategy, strategy_options=job.options,
+                       strategy=job.built or job.strategy, strategy_options=job.options,
                        greedy_store=greedy_store, backend=backend)
 
 
