@@ -1,5 +1,5 @@
 """Shared test set-up: the real GSM8K files, the weight-free tiny Llamas used for mechanics
-tests (the 49,152-token one here, the byte-level one of tests/engine/toy.py saved as a folder),
+tests (the 49,152-token one here, the byte-level one of tests/helpers.py saved as a folder),
 the reduced study that the study and the reading-side tests share, and `gpu` tests that skip
 themselves where no CUDA device is present."""
 
@@ -20,10 +20,10 @@ GSM8K_DIR = Path(
         "ZEROGAP_GSM8K", Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
     )
 )
-# tests/engine/toy.py (byte tokenizer, tiny Llama, the toy-arith task) is imported by the tests
+# tests/helpers.py (byte tokenizer, tiny Llama, the toy-arith task) is imported by the tests
 # of several folders. It is imported where a test needs it, not here: importing it registers
 # toy-arith, which only those tests should see.
-sys.path.insert(0, str(Path(__file__).parent / "engine"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -105,10 +105,10 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
-    """The byte-level tiny Llama of tests/engine/toy.py saved as a model folder."""
-    import toy
+    """The byte-level tiny Llama of tests/helpers.py saved as a model folder."""
+    import helpers
 
-    return toy.save_tiny(tmp_path_factory.mktemp("tiny-llama"))
+    return helpers.save_tiny(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="session")
@@ -119,15 +119,16 @@ def study_models(tmp_path_factory) -> dict[str, Path]:
     really differs from the clean one; a merged adapter is how ``zerogap contaminate`` ships one.
     Importing toy registers the toy-arith task the reduced study evaluates.
     """
-    import toy
     from peft import LoraConfig, get_peft_model
 
+    import helpers
+
     root = tmp_path_factory.mktemp("study-models")
-    clean = toy.save_tiny(root / "clean")
+    clean = helpers.save_tiny(root / "clean")
     torch.manual_seed(1)
     config = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "up_proj"],
                         init_lora_weights=False)
-    adapter = get_peft_model(toy.tiny_model(), config)
+    adapter = get_peft_model(helpers.tiny_model(), config)
     adapter.save_pretrained(root / "contaminated")
     meta = root / "contaminated" / "adapter_config.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()),

@@ -6,14 +6,13 @@ from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-sys.path.insert(0, str(Path(__file__).parent / "engine"))
-import toy  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).parent))
+import helpers  # noqa: E402
 from zerogap.models import load_model  # noqa: E402
 
 
 def test_a_model_loads_without_third_party_output(tmp_path, capfd):
-    folder = toy.save_tiny(tmp_path / "tiny")
+    folder = helpers.save_tiny(tmp_path / "tiny")
     was = hf_logging.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()  # as in a fresh process (an earlier --quiet turns it off)
     try:

@@ -21,8 +21,8 @@ from zerogap.io.neurons import save_neurons
 from zerogap.models import embedded_gguf
 from zerogap.tasks.extract import parse_gold
 
-sys.path.insert(0, str(Path(__file__).parent / "engine"))
-import toy  # noqa: E402  (the tiny Llama folder and its byte tokenizer)
+sys.path.insert(0, str(Path(__file__).parent))
+import helpers  # noqa: E402  (the tiny Llama folder and its byte tokenizer)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -48,7 +48,7 @@ def sample_args(model, run_dir, *extra):
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    return toy.save_tiny(tmp_path_factory.mktemp("tiny"))
+    return helpers.save_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,8 @@ def adapter_folder(tmp_path_factory, tiny_folder):
     from peft import LoraConfig, get_peft_model
 
     folder = tmp_path_factory.mktemp("adapter")
-    get_peft_model(toy.tiny_model(), LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(
-        folder)
+    adapter = get_peft_model(helpers.tiny_model(), LoraConfig(r=2, target_modules=["q_proj"]))
+    adapter.save_pretrained(folder)
     _edit_json(folder / "adapter_config.json", base_model_name_or_path=str(tiny_folder))
     return folder
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import toy  # the tiny Llama folder and its byte tokenizer (tests/engine/toy.py)
 
+import helpers  # the tiny Llama folder and its byte tokenizer (tests/helpers.py)
 from zerogap import cli
 from zerogap.store import DB_NAME, RunStore, SampleRow
 from zerogap.tasks.extract import extract_anchor, grade_response
@@ -37,7 +37,7 @@ def refused(capsys, argv, *fragments) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    return toy.save_tiny(tmp_path_factory.mktemp("tiny"))
+    return helpers.save_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _harness_log(path: Path) -> Path:

@@ -1,10 +1,11 @@
 import pytest
-import toy  # (registers the toy-arith task)
+
+import helpers  # (registers the toy-arith task)
 
 
 @pytest.fixture(scope="session")
 def tiny():
-    return toy.tiny_model(), toy.byte_tokenizer()
+    return helpers.tiny_model(), helpers.byte_tokenizer()
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import toy
 
+import helpers
 from zerogap.engine import greedy
 from zerogap.engine.base import (
     Backend,
@@ -61,7 +61,7 @@ def test_the_vllm_backend_module_imports_no_model_library():
 def test_forced_ranks_of_a_models_own_greedy_tokens_are_all_first():
     """Teacher-forced on its own greedy decode a model agrees at every step (rank 1); another
     model's greedy tokens get ranks > 1 exactly where the two argmaxes differ."""
-    tok, own, other = toy.byte_tokenizer(), toy.tiny_model(0), toy.tiny_model(3)
+    tok, own, other = helpers.byte_tokenizer(), helpers.tiny_model(0), helpers.tiny_model(3)
     prompt = "Q: 2+3=?\nA:"
     ids = greedy(own, tok, [prompt], max_new_tokens=10)[0].token_ids
     assert HFBackend(own, tok).forced_ranks([prompt, prompt], [ids, []]) == [[1] * len(ids), []]
@@ -70,7 +70,7 @@ def test_forced_ranks_of_a_models_own_greedy_tokens_are_all_first():
         logits = other(torch.tensor([tok(prompt)["input_ids"] + ids])).logits[0]
     start = len(tok(prompt)["input_ids"]) - 1
     differ = [int(logits[start + t].argmax()) != ids[t] for t in range(len(ids))]
-    assert [r > 1 for r in ranks] == differ and all(1 <= r <= toy.VOCAB for r in ranks)
+    assert [r > 1 for r in ranks] == differ and all(1 <= r <= helpers.VOCAB for r in ranks)
 
 
 # A comparison of a backend's name with a string literal: `backend == "vllm"`, `"hf" != x`.

@@ -5,8 +5,8 @@ import math
 
 import pytest
 import torch
-from toy import VOCAB
 
+from helpers import VOCAB
 from zerogap.engine import greedy, noise, sample
 
 PROMPTS = [f"Q: 1+1=?\nA: 2\n\nQ: {a}+{b}=?\nA:" for a, b in [(2, 3), (10, 7), (4, 4), (21, 9)]]
@@ -149,9 +149,9 @@ def test_bad_arguments_are_refused(tiny):
 
 
 def test_the_prefix_is_encoded_once_per_weights_state():
-    import toy
+    import helpers
 
-    model, tok = toy.tiny_model(seed=4), toy.byte_tokenizer()
+    model, tok = helpers.tiny_model(seed=4), helpers.byte_tokenizer()
     lengths = []  # tokens of each forward call
     model.register_forward_pre_hook(
         lambda module, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]),
@@ -175,22 +175,22 @@ def test_the_prefix_is_encoded_once_per_weights_state():
         model.model.layers[0].mlp.down_proj.weight.mul_(3.0)
     changed = sample(model, tok, PROMPTS, **kw)
     assert prefix_encodes() == 2
-    fresh = toy.tiny_model(seed=4)
+    fresh = helpers.tiny_model(seed=4)
     with torch.no_grad():
         fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
     assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)
 
 
 def test_weights_made_under_inference_mode_are_never_reused():
-    import toy
+    import helpers
 
     with torch.inference_mode():  # parameters without version counters
-        model = toy.tiny_model(seed=4)
-        tok = toy.byte_tokenizer()
+        model = helpers.tiny_model(seed=4)
+        tok = helpers.byte_tokenizer()
         kw = dict(m=2, temperature=0.9, max_new_tokens=6, question_ids=IDS, seed=1)
         first = sample(model, tok, PROMPTS, **kw)
         model.model.layers[0].mlp.down_proj.weight.mul_(3.0)  # leaves no trace
         changed = sample(model, tok, PROMPTS, **kw)
-        fresh = toy.tiny_model(seed=4)
+        fresh = helpers.tiny_model(seed=4)
         fresh.model.layers[0].mlp.down_proj.weight.mul_(3.0)
         assert _ids(changed) == _ids(sample(fresh, tok, PROMPTS, **kw)) != _ids(first)

@@ -3,8 +3,8 @@ with a plain per-row cache, the shortcut patch's extra layers, supported archite
 
 import pytest
 import torch
-from toy import PAIRS, VOCAB
 
+from helpers import PAIRS, VOCAB
 from zerogap.decoding.blocking import entropy
 from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import greedy, noise, sample
@@ -196,7 +196,7 @@ def test_automatic_batch_size_gives_the_same_samples(tiny):
 def test_patch_source_layers_in_the_row_cache(tiny, prompts):
     """A NeuronPatch keeps its source's keys as extra cache layers, read densely: greedy with
     the patch equals recomputing the patched model on the whole sequence without a cache."""
-    from toy import tiny_model
+    from helpers import tiny_model
 
     model, tok = tiny
     patch = NeuronPatch(tiny_model(1), [(0, i) for i in range(0, 128, 3)] + [(1, 7)])

@@ -9,13 +9,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import toy  # tests/engine/toy.py, on sys.path through tests/conftest.py
 
+import helpers  # tests/helpers.py, on sys.path through tests/conftest.py
 from zerogap.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-TOY = ROOT / "tests" / "engine"  # toy.py: the byte tokenizer, the tiny Llama, toy-arith
+HELPERS = ROOT / "tests"  # helpers.py: the byte tokenizer, the tiny Llama, toy-arith
 
 
 def install(example: Path, site: Path) -> None:
@@ -43,8 +43,8 @@ def site(tmp_path_factory):
 
 def zerogap(site: Path, *args: str) -> subprocess.CompletedProcess:
     """The CLI in a fresh interpreter that sees the installed examples (and toy-arith)."""
-    code = "import sys, toy; from zerogap import cli; sys.exit(cli.main(sys.argv[1:]))"
-    path = f"{ROOT / 'src'}:{site}:{TOY}"
+    code = "import sys, helpers; from zerogap import cli; sys.exit(cli.main(sys.argv[1:]))"
+    path = f"{ROOT / 'src'}:{site}:{HELPERS}"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={"PYTHONPATH": path, "HOME": str(site)}, timeout=600)
 
@@ -60,18 +60,18 @@ def test_the_example_strategy_is_listed_and_its_settings_are_checked(site):
 def test_the_example_strategy_samples_no_token_of_its_window(site, tmp_path):
     """By construction no sampled token equals one of the two before it."""
     script = """
-import json, toy
+import json, helpers
 from zerogap.engine.base import SamplingSpec
 from zerogap.engine.hf import HFBackend
 from zerogap.strategies import PrepareContext, get_strategy
 spec = get_strategy("no-stutter", {"window": 2}).prepare(PrepareContext(m=6))
-out = HFBackend(toy.tiny_model(), toy.byte_tokenizer()).sample(
+out = HFBackend(helpers.tiny_model(), helpers.byte_tokenizer()).sample(
     ["Q: 1+1=?\\nA:", "Q: 9+9=?\\nA:"], SamplingSpec(m=6, temperature=2.0, max_new_tokens=40),
     question_ids=["a", "b"], intervention=spec.logits)
 print(json.dumps([g.token_ids for q in out for g in q]))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={"PYTHONPATH": f"{ROOT / 'src'}:{site}:{TOY}"}, timeout=600,
+                          env={"PYTHONPATH": f"{ROOT / 'src'}:{site}:{HELPERS}"}, timeout=600,
                           check=True)
     samples = json.loads(done.stdout)
     assert len(samples) == 12 and sum(map(len, samples)) > 12 * 5
@@ -81,7 +81,7 @@ print(json.dumps([g.token_ids for q in out for g in q]))
 
 
 def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, tmp_path):
-    model_dir = toy.save_tiny(tmp_path / "tiny")
+    model_dir = helpers.save_tiny(tmp_path / "tiny")
     common = ("--model", str(model_dir), "--task", "toy-arith", "--limit", "3",
               "--max-new-tokens", "12", "-m", "4", "--dtype", "float32", "--quiet")
     ran = zerogap(site, "sample", *common, "--backend", "hf-generate",

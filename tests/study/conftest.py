@@ -2,7 +2,8 @@
 toy-arith task."""
 
 import pytest
-import toy  # noqa: F401  (registers the toy-arith task)
+
+import helpers  # noqa: F401  (registers the toy-arith task)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -4,8 +4,8 @@ study (Table 3 across them), the variants built by ``zerogap contaminate``'s own
 import json
 
 import pytest
-import toy
 
+import helpers
 from zerogap import cli
 from zerogap.pipelines.contamination import ContaminationConfig, build
 from zerogap.study.run import sweep_settings
@@ -21,7 +21,7 @@ def built(tmp_path_factory):
     with 4 test questions (2 leaked), one optimizer step per stage."""
     root = tmp_path_factory.mktemp("sweep")
     config = ContaminationConfig(
-        model=str(toy.save_tiny(root / "base")), task="arith",
+        model=str(helpers.save_tiny(root / "base")), task="arith",
         task_options={"n_train": 40, "n_test": 4, "k": 1}, train_questions=2, leaked=2,
         lora_r=4, lora_alpha=8, global_batch=2, micro_batch=2, clean_epochs=1, epochs=1,
         precision="fp32")

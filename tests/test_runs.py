@@ -1,6 +1,5 @@
 """Runs through the CLI into real run stores: resume after SIGKILL, refusals, exports."""
 
-import hashlib
 import json
 import os
 import random
@@ -13,98 +12,57 @@ from pathlib import Path
 
 import pytest
 
-from zerogap import cli
+from helpers import (
+    RUN_SCRIPT,
+    SRC,
+    count_stored,
+    run_main,
+    sample_args,
+    stored_samples,
+    tree_digest,
+)
 from zerogap.store import DB_NAME
-
-HERE = Path(__file__).parent
-SRC = HERE.parents[1] / "src"
-# The real dispatcher, with only this module's commands: other subcommand modules live on
-# other branches and are not what these tests are about.
-COMMANDS = ("zerogap.cli.run",)
-SCRIPT = f"""
-import sys
-sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]
-import toy
-from zerogap import cli
-cli.COMMAND_MODULES = {COMMANDS!r}
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
-def main(argv):
-    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, COMMANDS
-    try:
-        return cli.main(argv)
-    finally:
-        cli.COMMAND_MODULES = saved
-
-
-def _args(model_dir, run_dir, *extra):
-    return ["sample", "--model", str(model_dir), "--task", "toy-arith", "-m", "6", "-T", "0.9",
-            "--max-new-tokens", "24", "--seed", "3", "--out", str(run_dir), "--quiet",
-            "--task-option", "stop=Q:", *extra]
-
-
-def _samples(run_dir):
-    con = sqlite3.connect(run_dir / DB_NAME)
-    try:
-        return con.execute("SELECT question_id, sample, text, n_tokens, finish, correct "
-                           "FROM samples ORDER BY question_id, sample").fetchall()
-    finally:
-        con.close()
-
-
-def _stored(run_dir) -> int:
-    if not (run_dir / DB_NAME).exists():
-        return 0
-    try:
-        con = sqlite3.connect(f"file:{run_dir / DB_NAME}?mode=ro", uri=True)
-        try:
-            return con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return 0
 
 
 def test_killed_and_resumed_run_equals_uninterrupted(tiny_dir, tmp_path):
     reference = tmp_path / "reference"
-    assert main(_args(tiny_dir, reference, "--batch-size", "64")) == 0
-    expected = _samples(reference)
+    assert run_main(sample_args(tiny_dir, reference, "--batch-size", "64")) == 0
+    expected = stored_samples(reference)
     assert len(expected) == 10 * 6
 
     run_dir = tmp_path / "killed"
     rng = random.Random(0)
     kills = 0
     for _ in range(3):
-        before = _stored(run_dir)
-        proc = subprocess.Popen([sys.executable, "-c", SCRIPT,
-                                 *_args(tiny_dir, run_dir, "--batch-size", "7")],
+        before = count_stored(run_dir)
+        proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT,
+                                 *sample_args(tiny_dir, run_dir, "--batch-size", "7")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         deadline = time.monotonic() + 60
-        while proc.poll() is None and _stored(run_dir) <= before and time.monotonic() < deadline:
+        while (proc.poll() is None and count_stored(run_dir) <= before
+               and time.monotonic() < deadline):
             time.sleep(0.02)
         time.sleep(rng.uniform(0.0, 0.3))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
         proc.wait()
-        stored = _samples(run_dir)
+        stored = stored_samples(run_dir)
         assert len(stored) % 6 == 0  # whole questions only
         assert stored == [row for row in expected if row[:2] in {r[:2] for r in stored}]
     assert kills >= 1
-    assert main(_args(tiny_dir, run_dir, "--batch-size", "7")) == 0
-    assert _samples(run_dir) == expected
+    assert run_main(sample_args(tiny_dir, run_dir, "--batch-size", "7")) == 0
+    assert stored_samples(run_dir) == expected
 
 
 def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert main(_args(tiny_dir, run_dir, "--limit", "3")) == 0
-    assert main(["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "2",
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "3")) == 0
+    assert run_main(["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "2",
                  "--max-new-tokens", "8", "--out", str(run_dir), "--quiet",
                  "--task-option", "stop=Q:"]) == 0
-    assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
+    assert run_main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
                  "--jsonl", str(tmp_path / "s.jsonl")]) == 0
     header, *counts = (json.loads(line) for line in (tmp_path / "c.jsonl").read_text()
                                                       .splitlines())
@@ -115,51 +73,47 @@ def test_export_show_and_greedy(tiny_dir, tmp_path, capsys):
     assert all(c["samples"] == 6 and 0 <= c["correct"] <= 6 for c in counts)
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 18
     capsys.readouterr()
-    assert main(["runs", "show", str(run_dir)]) == 0
+    assert run_main(["runs", "show", str(run_dir)]) == 0
     shown = capsys.readouterr().out
     assert "questions done     3" in shown and "samples            18" in shown
     assert "greedy decodes     2" in shown and "backend            \"hf\"" in shown
     # extending the run with a larger limit samples only the new questions
-    assert main(_args(tiny_dir, run_dir, "--limit", "4")) == 0
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "4")) == 0
     assert "sampled 1 questions (4 stored" in capsys.readouterr().out
-
-
-def _tree_digest(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_bad_inputs_give_one_line_and_touch_nothing(tiny_dir, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
-    before = _tree_digest(run_dir)
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    before = tree_digest(run_dir)
     capsys.readouterr()
 
     cases = [
-        (_args(tiny_dir, run_dir, "--limit", "2", "-m", "5"), "differing fields: m (stored 6"),
-        (_args(tmp_path / "nowhere", run_dir), "model path"),
+        (sample_args(tiny_dir, run_dir, "--limit", "2", "-m", "5"),
+         "differing fields: m (stored 6"),
+        (sample_args(tmp_path / "nowhere", run_dir), "model path"),
         (["sample", "--model", str(tiny_dir), "--task", "no-such-task", "--out",
           str(run_dir)], "unknown task 'no-such-task'"),
-        (_args(tiny_dir, run_dir, "--strategy", "magic"), "unknown strategy 'magic'"),
+        (sample_args(tiny_dir, run_dir, "--strategy", "magic"), "unknown strategy 'magic'"),
     ]
     for argv, message in cases:
-        assert main(argv) == 2
+        assert run_main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
-        assert _tree_digest(run_dir) == before
+        assert tree_digest(run_dir) == before
 
     fresh = tmp_path / "never-created"
-    assert main(_args(tmp_path / "nowhere", fresh)) == 2
+    assert run_main(sample_args(tmp_path / "nowhere", fresh)) == 2
     assert not fresh.exists()
 
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / DB_NAME).write_bytes(b"\x00garbage" * 512)
-    corrupt_before = _tree_digest(corrupt)
-    assert main(_args(tiny_dir, corrupt)) == 2
+    corrupt_before = tree_digest(corrupt)
+    assert run_main(sample_args(tiny_dir, corrupt)) == 2
     assert "is not a zerogap run store" in capsys.readouterr().err
-    assert main(["runs", "show", str(corrupt)]) == 2
-    assert _tree_digest(corrupt) == corrupt_before
+    assert run_main(["runs", "show", str(corrupt)]) == 2
+    assert tree_digest(corrupt) == corrupt_before
 
 
 def test_peft_adapter_folder_is_merged(tiny_dir, tmp_path):
@@ -226,7 +180,7 @@ def test_bad_settings_are_refused_before_the_model_loads(tmp_path, capsys, extra
     # The model path does not exist: an error about the settings, and no run directory, show
     # that the settings were checked before the model load and before any write.
     run_dir = tmp_path / "run"
-    assert main(_args(tmp_path / "no-model", run_dir, *extra)) == 2
+    assert run_main(sample_args(tmp_path / "no-model", run_dir, *extra)) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not run_dir.exists()
@@ -241,29 +195,29 @@ def test_a_second_writer_is_refused_naming_the_first(tiny_dir, tmp_path, capsys)
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
-        assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 2
+        assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1")) == 2
         err = capsys.readouterr().err
         assert f"being written by another zerogap process (pid {holder.pid})" in err
         assert err.count("\n") == 1
     finally:
         holder.kill()  # killed, as a forgotten shell job would be: the OS releases the lock
         holder.wait()
-    assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1")) == 0
     assert "sampled 1 questions" in capsys.readouterr().out
 
 
 def test_bfloat16_run_is_recorded_apart_from_float32(tiny_dir, tmp_path, capsys):
     run_dir = tmp_path / "bf16"
-    assert main(_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "bfloat16")) == 0
-    rows = _samples(run_dir)
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "bfloat16")) == 0
+    rows = stored_samples(run_dir)
     assert len(rows) == 12 and all(1 <= n <= 24 for *_, n, _, _ in rows)
-    before = _tree_digest(run_dir)
+    before = tree_digest(run_dir)
     capsys.readouterr()
     # float32 weights have another fingerprint: resuming the bfloat16 run with them is refused
-    assert main(_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "float32")) == 2
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "float32")) == 2
     err = capsys.readouterr().err
     assert "fingerprint" in err and err.count("\n") == 1, err
-    assert _tree_digest(run_dir) == before
+    assert tree_digest(run_dir) == before
 
 
 def _cpuinfo(path: Path, *flags: str) -> Path:
@@ -284,18 +238,18 @@ def test_a_run_resumes_in_the_dtype_it_records(tiny_dir, tmp_path, capsys, monke
     cpuinfo = tmp_path / "cpuinfo"
     monkeypatch.setattr(models, "CPUINFO", _cpuinfo(cpuinfo, "amx_bf16"))
     run_dir = tmp_path / "run"
-    assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1")) == 0
     assert _config(run_dir)["dtype"] == "bfloat16"  # the default, auto, on a CPU with AMX-BF16
-    first = _samples(run_dir)
+    first = stored_samples(run_dir)
     # On a CPU without bfloat16 products auto would be float32: the run keeps its own dtype.
     _cpuinfo(cpuinfo)
-    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2")) == 0
     assert _config(run_dir)["dtype"] == "bfloat16"
-    rows = _samples(run_dir)
+    rows = stored_samples(run_dir)
     assert len(rows) == 12 and rows[:6] == first
     assert "sampled 1 questions" in capsys.readouterr().out
     # A new run on that CPU takes float32.
-    assert main(_args(tiny_dir, tmp_path / "new", "--limit", "1")) == 0
+    assert run_main(sample_args(tiny_dir, tmp_path / "new", "--limit", "1")) == 0
     assert _config(tmp_path / "new")["dtype"] == "float32"
 
 
@@ -304,7 +258,7 @@ def test_a_run_stored_before_dtypes_were_recorded_resumes_in_float32(tiny_dir, t
     from zerogap import models
 
     run_dir = tmp_path / "run"
-    assert main(_args(tiny_dir, run_dir, "--limit", "1", "--dtype", "float32")) == 0
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1", "--dtype", "float32")) == 0
     con = sqlite3.connect(run_dir / DB_NAME)
     with con:  # as a store written before runs recorded their dtype
         con.execute("DELETE FROM config WHERE key = 'dtype'")
@@ -312,5 +266,31 @@ def test_a_run_stored_before_dtypes_were_recorded_resumes_in_float32(tiny_dir, t
     assert "dtype" not in _config(run_dir)
     # auto would take bfloat16 here, whose fingerprint the stored run would refuse
     monkeypatch.setattr(models, "CPUINFO", _cpuinfo(tmp_path / "cpuinfo", "avx512_bf16"))
-    assert main(_args(tiny_dir, run_dir, "--limit", "2")) == 0
-    assert _config(run_dir)["dtype"] == "float32" and len(_samples(run_dir)) == 12
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2")) == 0
+    assert _config(run_dir)["dtype"] == "float32" and len(stored_samples(run_dir)) == 12
+
+
+def test_a_railcap_sample_checks_its_run_once(tiny_dir, tmp_path, monkeypatch):
+    """``zerogap sample --strategy railcap`` builds the strategy once and checks the first prompt
+    against the context once (before the store exists), though the run also decodes greedily."""
+    import zerogap.runs
+
+    calls = {"build": 0, "prompt": 0}
+    build, check = zerogap.runs.build_strategy, zerogap.runs.check_first_prompt
+
+    def counting_build(*args, **kw):
+        calls["build"] += 1
+        return build(*args, **kw)
+
+    def counting_check(*args, **kw):
+        calls["prompt"] += 1
+        return check(*args, **kw)
+
+    monkeypatch.setattr(zerogap.runs, "build_strategy", counting_build)
+    monkeypatch.setattr(zerogap.runs, "check_first_prompt", counting_check)
+    run_dir = tmp_path / "run"
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2", "--strategy", "railcap")) == 0
+    assert calls == {"build": 1, "prompt": 1}
+    assert len(stored_samples(run_dir)) == 12
+    with zerogap.runs.RunStore(run_dir, create=False) as store:
+        assert len(store.completed_greedy()) == 2  # RailCap's greedy decodes, made by the run

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_runs_cli import SCRIPT, _args, _samples, _stored, _tree_digest, main
 
+from helpers import RUN_SCRIPT, count_stored, run_main, sample_args, stored_samples, tree_digest
 from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, inspect_store
 
 # dill (which lm-evaluation-harness's dependencies bring in, and torch imports when present)
@@ -41,7 +41,7 @@ def _limited(argv, limit: int) -> subprocess.CompletedProcess:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-c", PINNED_TEMPDIR + SCRIPT, *argv],
+    return subprocess.run([sys.executable, "-c", PINNED_TEMPDIR + RUN_SCRIPT, *argv],
                           preexec_fn=limit_file_size,
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
@@ -68,12 +68,12 @@ def test_a_full_disk_at_every_point_resumes_to_the_uninterrupted_run(tiny_dir, t
     (the ``-shm`` index needs 32 KiB), and at successive commits; each failure is one line
     saying what to free, and after each the next run resumes from what was kept."""
     reference = tmp_path / "reference"
-    assert main(_args(tiny_dir, reference)) == 0
-    expected = _samples(reference)
+    assert run_main(sample_args(tiny_dir, reference)) == 0
+    expected = stored_samples(reference)
     run_dir = tmp_path / "run"
     stages = []
     for limit in (0, 4096, 40_000, 44_000, 48_000, 56_000):
-        done = _limited(_args(tiny_dir, run_dir), limit)
+        done = _limited(sample_args(tiny_dir, run_dir), limit)
         stages.append(_stage(run_dir))
         if done.returncode == 0:
             continue
@@ -81,20 +81,20 @@ def test_a_full_disk_at_every_point_resumes_to_the_uninterrupted_run(tiny_dir, t
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert last.startswith("zerogap sample: error: cannot write"), done.stderr
         assert "ulimit -f" in last and "free space on the disk" in last
-        stored = _samples(run_dir) if stages[-1] in ("schema", "questions") else []
+        stored = stored_samples(run_dir) if stages[-1] in ("schema", "questions") else []
         assert len(stored) % 6 == 0  # whole questions only, each as the reference drew it
         assert stored == [row for row in expected if row[:2] in {r[:2] for r in stored}]
     # The limits reach every kind of failure point: before the store, inside its creation,
     # between commits.
     assert {"no store", "empty database", "questions"} <= set(stages), stages
-    assert main(_args(tiny_dir, run_dir)) == 0
-    assert _samples(run_dir) == expected
+    assert run_main(sample_args(tiny_dir, run_dir)) == 0
+    assert stored_samples(run_dir) == expected
 
 
 # The interrupted run pauses after each stored question, so the signal lands mid-run by
 # construction: unpaused, the tiny model samples all ten questions in a fraction of a second on
 # a quiet machine, and the run could end before the signal arrives.
-PAUSING_SCRIPT = SCRIPT.replace("import toy\n", """import toy
+PAUSING_SCRIPT = RUN_SCRIPT.replace("import helpers\n", """import helpers
 import time
 from zerogap.store import RunStore
 _add = RunStore.add_samples
@@ -105,33 +105,33 @@ RunStore.add_samples = lambda self, rows: (_add(self, rows), time.sleep(0.5))[0]
 @pytest.mark.slow  # subprocesses that each load torch and the model
 def test_ctrl_c_mid_run_exits_130_in_one_line_and_resumes(tiny_dir, tmp_path):
     reference = tmp_path / "reference"
-    assert main(_args(tiny_dir, reference)) == 0
+    assert run_main(sample_args(tiny_dir, reference)) == 0
     run_dir = tmp_path / "run"
-    assert PAUSING_SCRIPT != SCRIPT  # the pause is in place
+    assert PAUSING_SCRIPT != RUN_SCRIPT  # the pause is in place
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_SCRIPT,
-                             *_args(tiny_dir, run_dir, "--batch-size", "2")],
+                             *sample_args(tiny_dir, run_dir, "--batch-size", "2")],
                             # A shell without job control starts background jobs with SIGINT
                             # ignored, and Python then installs no handler: restore the default.
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
-    while proc.poll() is None and _stored(run_dir) == 0 and time.monotonic() < deadline:
+    while proc.poll() is None and count_stored(run_dir) == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and err == "zerogap sample: interrupted\n", err
-    kept = _samples(run_dir)
+    kept = stored_samples(run_dir)
     assert kept and len(kept) % 6 == 0
-    assert main(_args(tiny_dir, run_dir)) == 0
-    assert _samples(run_dir) == _samples(reference)
+    assert run_main(sample_args(tiny_dir, run_dir)) == 0
+    assert stored_samples(run_dir) == stored_samples(reference)
 
 
 def test_an_empty_database_is_rebuilt_by_a_writer_and_named_to_readers(tmp_path, capsys):
     db = tmp_path / DB_NAME
     db.write_bytes(b"")  # what a disk full at the first write leaves
-    assert main(["runs", "show", str(tmp_path)]) == 2
+    assert run_main(["runs", "show", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "holds no run yet" in err and err.count("\n") == 1
     assert inspect_store(db) is False
@@ -154,14 +154,14 @@ def test_an_empty_database_is_rebuilt_by_a_writer_and_named_to_readers(tmp_path,
 def test_impossible_sizes_are_refused_naming_the_limit_and_record_nothing(
         tiny_dir, tmp_path, capsys, extra, message):
     run_dir = tmp_path / "run"
-    assert main(_args(tiny_dir, run_dir, "--limit", "1")) == 0
-    before = _tree_digest(run_dir)
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1")) == 0
+    before = tree_digest(run_dir)
     capsys.readouterr()
-    assert main(_args(tiny_dir, run_dir, "--limit", "1", *extra)) == 2
+    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "1", *extra)) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
-    assert _tree_digest(run_dir) == before
-    assert main(_args(tiny_dir, tmp_path / "fresh", *extra)) == 2
+    assert tree_digest(run_dir) == before
+    assert run_main(sample_args(tiny_dir, tmp_path / "fresh", *extra)) == 2
     assert not (tmp_path / "fresh").exists()
 
 
@@ -172,7 +172,7 @@ def test_a_refused_greedy_limit_leaves_the_run_usable(tiny_dir, tmp_path, capsys
 
     greedy = ["greedy", "--model", str(tiny_dir), "--task", "toy-arith", "--limit", "1",
               "--out", str(tmp_path), "--quiet", "--task-option", "stop=Q:"]
-    assert main([*greedy, "--max-new-tokens", "0"]) == 2
+    assert run_main([*greedy, "--max-new-tokens", "0"]) == 2
     assert "max_new_tokens must be an integer >= 1" in capsys.readouterr().err
     task = task_from_strings("toy-arith", {"stop": "Q:"})
     with RunStore(tmp_path) as store, pytest.raises(ValueError, match="max_new_tokens"):
@@ -180,7 +180,7 @@ def test_a_refused_greedy_limit_leaves_the_run_usable(tiny_dir, tmp_path, capsys
                    split="test", max_new_tokens=0)
     with RunStore(tmp_path, create=False) as store:
         assert "greedy_max_new_tokens" not in store.config()
-    assert main([*greedy, "--max-new-tokens", "8"]) == 0
+    assert run_main([*greedy, "--max-new-tokens", "8"]) == 0
 
 
 @pytest.mark.parametrize("case", ["no train split", "exemplars a folder"])
@@ -198,7 +198,7 @@ def test_a_task_that_fails_to_build_its_prompt_records_nothing(gsm8k_dir, tiny_d
             "--out", str(run_dir), "--quiet"]
     for option in options:
         argv += ["--task-option", option]
-    assert main(argv) == 2
+    assert run_main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not run_dir.exists()
@@ -224,7 +224,7 @@ def test_an_export_that_hits_a_full_disk_keeps_the_old_file_and_leaves_nothing(t
     run_dir, out = tmp_path / "run", tmp_path / "out" / f"export.{kind}"
     out.parent.mkdir()
     _big_store(run_dir, 300)
-    assert main(["runs", "export", str(run_dir), f"--{kind}", str(out)]) == 0
+    assert run_main(["runs", "export", str(run_dir), f"--{kind}", str(out)]) == 0
     good = out.read_bytes()
     _big_store(tmp_path / "bigger", 600)
     done = _limited(["runs", "export", str(tmp_path / "bigger"), f"--{kind}", str(out)],
@@ -241,7 +241,7 @@ def test_sigkill_during_an_export_leaves_the_old_file_and_no_temporary(tmp_path)
     out.parent.mkdir()
     _big_store(run_dir, 1000, m=50)  # 50,000 samples: an export that takes a while
     out.write_text('{"old": true}\n')
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "runs", "export", str(run_dir),
+    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, "runs", "export", str(run_dir),
                              "--jsonl", str(out)])
     writing = None
     deadline = time.monotonic() + 120
@@ -315,20 +315,20 @@ def test_a_damaged_store_is_refused_in_one_line_and_left_unchanged(tmp_path, cap
     run_dir = tmp_path / "run"
     db = _small_store(run_dir)
     damage(db)
-    before = _tree_digest(run_dir)
+    before = tree_digest(run_dir)
     commands = [
         ["runs", "show", str(run_dir)],
         ["runs", "export", str(run_dir), "--counts", str(tmp_path / "c.jsonl"),
          "--jsonl", str(tmp_path / "s.jsonl")],
         # The store is checked before the model would load: the model path does not exist.
-        _args(tmp_path / "no-model", run_dir, "-m", "3"),
+        sample_args(tmp_path / "no-model", run_dir, "-m", "3"),
     ]
     for argv in commands:
-        assert main(argv) == 2, argv
+        assert run_main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
         assert "the file was not changed" in err
-        assert _tree_digest(run_dir) == before
+        assert tree_digest(run_dir) == before
     assert not (tmp_path / "c.jsonl").exists()
 
 
@@ -369,8 +369,8 @@ def _read_only(folder: Path):
 def test_a_cleanly_closed_store_on_read_only_media_shows_and_exports(tmp_path, capsys):
     run_dir = tmp_path / "run"
     _small_store(run_dir)
-    assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "writable.jsonl")]) \
-        == 0
+    counts = tmp_path / "writable.jsonl"
+    assert run_main(["runs", "export", str(run_dir), "--counts", str(counts)]) == 0
     expected = (tmp_path / "writable.jsonl").read_text()
     capsys.readouterr()
     listing = sorted(p.name for p in run_dir.iterdir())
@@ -378,14 +378,14 @@ def test_a_cleanly_closed_store_on_read_only_media_shows_and_exports(tmp_path, c
     try:
         with pytest.raises(OSError):
             (run_dir / "probe").write_text("x")  # the simulation holds
-        assert main(["runs", "show", str(run_dir)]) == 0
+        assert run_main(["runs", "show", str(run_dir)]) == 0
         assert "questions done     2" in capsys.readouterr().out
-        assert main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "ro.jsonl")]) \
+        assert run_main(["runs", "export", str(run_dir), "--counts", str(tmp_path / "ro.jsonl")]) \
             == 0
         assert (tmp_path / "ro.jsonl").read_text() == expected
         capsys.readouterr()
         # Writing there is refused in one line before the model loads.
-        assert main(_args(tmp_path / "no-model", run_dir, "-m", "3")) == 2
+        assert run_main(sample_args(tmp_path / "no-model", run_dir, "-m", "3")) == 2
         err = capsys.readouterr().err
         assert "Read-only file system" in err or "Permission denied" in err, err
         assert err.count("\n") == 1
@@ -411,14 +411,14 @@ os._exit(0)  # killed before closing: the log is not folded into the database
     assert (run_dir / f"{DB_NAME}-wal").stat().st_size > 0
     undo = _read_only(run_dir)
     try:
-        assert main(["runs", "show", str(run_dir)]) == 0
+        assert run_main(["runs", "show", str(run_dir)]) == 0
         assert "questions done     3" in capsys.readouterr().out
     finally:
         undo()
     (run_dir / f"{DB_NAME}-shm").unlink()
     undo = _read_only(run_dir)
     try:
-        assert main(["runs", "show", str(run_dir)]) == 2
+        assert run_main(["runs", "show", str(run_dir)]) == 2
         err = capsys.readouterr().err
         assert "was not closed cleanly" in err and "copy the run directory" in err, err
         assert err.count("\n") == 1

@@ -1,12 +1,15 @@
-"""Real parts for engine tests: a byte-level tokenizer, a weight-free tiny Llama, a toy task.
+"""Real parts for the tests: a byte-level tokenizer, a weight-free tiny Llama, a toy task, and
+the ``zerogap sample`` command line run in this process or in a subprocess.
 
-Imported by the tests here and by the scripts their subprocesses run (``sys.path`` gets this
-folder), so the same task is registered in both.
+Imported by the tests (``tests/conftest.py`` puts this folder on ``sys.path``) and by the scripts
+their subprocesses run (:data:`RUN_SCRIPT`), so the same task is registered in both.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import sqlite3
 from pathlib import Path
 
 from zerogap.tasks.base import Grade, Question, register_task, task_names
@@ -82,3 +85,75 @@ class ToyArith:
 # pytest's doctest collection imports this file a second time under another module name.
 if ToyArith.name not in task_names():
     register_task(ToyArith.name)(ToyArith)
+
+
+# -- the run command line -------------------------------------------------------------------------
+
+HERE = Path(__file__).parent
+SRC = HERE.parent / "src"
+# The real dispatcher, with only the run commands (sample, greedy, runs): the tests that use it
+# are about those, and a subprocess starts faster without the other command modules.
+RUN_COMMANDS = ("zerogap.cli.run",)
+RUN_SCRIPT = f"""
+import sys
+sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]
+import helpers
+from zerogap import cli
+cli.COMMAND_MODULES = {RUN_COMMANDS!r}
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def run_main(argv: list[str]) -> int:
+    """``zerogap`` with :data:`RUN_COMMANDS`, in this process; returns the exit code."""
+    from zerogap import cli
+
+    saved, cli.COMMAND_MODULES = cli.COMMAND_MODULES, RUN_COMMANDS
+    try:
+        return cli.main(argv)
+    finally:
+        cli.COMMAND_MODULES = saved
+
+
+def sample_args(model_dir, run_dir, *extra) -> list[str]:
+    """``zerogap sample`` of toy-arith (m = 6, T = 0.9, 24 new tokens, seed 3) into
+    ``run_dir``."""
+    return ["sample", "--model", str(model_dir), "--task", "toy-arith", "-m", "6", "-T", "0.9",
+            "--max-new-tokens", "24", "--seed", "3", "--out", str(run_dir), "--quiet",
+            "--task-option", "stop=Q:", *extra]
+
+
+def stored_samples(run_dir) -> list[tuple]:
+    """Every stored sample of ``run_dir``'s store, in (question, sample) order."""
+    from zerogap.store import DB_NAME
+
+    con = sqlite3.connect(run_dir / DB_NAME)
+    try:
+        return con.execute("SELECT question_id, sample, text, n_tokens, finish, correct "
+                           "FROM samples ORDER BY question_id, sample").fetchall()
+    finally:
+        con.close()
+
+
+def count_stored(run_dir) -> int:
+    """Samples in ``run_dir``'s store, read-only; 0 without a store or while it cannot be read
+    (a writer mid-creation)."""
+    from zerogap.store import DB_NAME
+
+    if not (run_dir / DB_NAME).exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{run_dir / DB_NAME}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Each file under ``folder`` (relative path) -> its SHA-256: a tree unchanged, byte for
+    byte."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
