@@ -190,18 +190,31 @@ def test_automatic_batch_size_gives_the_same_samples(tiny):
     assert [[g.token_ids for g in q] for q in auto] == [[g.token_ids for g in q] for q in fixed]
 
 
+@pytest.mark.parametrize("reads_rows", [True, False], ids=["cascade-source", "dense-source"])
 @pytest.mark.parametrize("prompts", [PROMPTS[:3], ["xyz " + PROMPTS[0], "abc " + PROMPTS[1]]],
                          ids=["shared-prefix", "no-shared-prefix"])
 @torch.no_grad()
-def test_patch_source_layers_in_the_row_cache(tiny, prompts):
-    """A NeuronPatch keeps its source's keys as extra cache layers, read densely: greedy with
-    the patch equals recomputing the patched model on the whole sequence without a cache."""
+def test_patch_source_layers_in_the_row_cache(tiny, prompts, reads_rows, monkeypatch):
+    """A NeuronPatch keeps its source's keys as extra cache layers: greedy with the patch
+    equals recomputing the patched model on the whole sequence without a cache, whether the
+    source reads them with the cascade attention (a NeuronPatch does) or densely, with a
+    padding mask (what a patch gets that does not say it reads the row cache)."""
     from helpers import tiny_model
+    from zerogap.engine.cache import RowCache
 
+    masks = []
+    padding_mask = RowCache.padding_mask
+
+    def counted(self):
+        masks.append(1)
+        return padding_mask(self)
+
+    monkeypatch.setattr(RowCache, "padding_mask", counted)
     model, tok = tiny
     patch = NeuronPatch(tiny_model(1), [(0, i) for i in range(0, 128, 3)] + [(1, 7)])
-    decodes = greedy(model, tok, prompts, max_new_tokens=8, patch=patch, return_entropy=True,
-                     max_batch=2)
+    decodes = greedy(model, tok, prompts, max_new_tokens=8, return_entropy=True, max_batch=2,
+                     patch=patch if reads_rows else lambda m: patch(m))
+    assert bool(masks) != reads_rows  # the dense layers, and only they, needed a mask
     plain = greedy(model, tok, prompts, max_new_tokens=8, return_entropy=True)
     for prompt, d, p in zip(prompts, decodes, plain, strict=True):
         ids = torch.tensor([tok(prompt)["input_ids"] + d.token_ids])

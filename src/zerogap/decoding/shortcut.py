@@ -9,7 +9,9 @@ Patching: while the evaluated model decodes, the patch source (the base model) r
 on the same tokens, and the chosen neurons' activations are overwritten with the source's at
 every forward pass. The source's key/value states are kept *in the evaluated model's own cache*,
 as extra layers ``L .. 2L-1``, so whatever the engine does to its cache (prefix copies, row
-repeats, row eviction) happens to both models alike.
+repeats, row eviction) happens to both models alike; in the engine's decode steps the source
+reads them with the same shared-prefix attention as the model (the prefix once for all rows),
+not as one dense copy per row.
 
 Proposals (baselines.md §3, sources silent): ``K`` defaults to 4000 neurons *scaled* to the
 model's size, i.e. the same 1.17 % of ranked neurons as 4000 of LLaMA2-7B's 31 x 11008
@@ -30,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zerogap.decoding.settings import Neuron, ShortcutConfig
+from zerogap.engine.attention import ROWS_KWARG, prefix_attention
 from zerogap.errors import DataError, UserError
 
 REFERENCE_TOP_K = 4000
@@ -109,6 +112,10 @@ class NeuronPatch:
     neurons : sequence of (layer, index)
     """
 
+    # The source reads the engine's row cache through the cascade attention: every forward
+    # call's row cache goes on to it (see zerogap.engine.hooks.reads_row_cache).
+    reads_rows = True
+
     def __init__(self, source: nn.Module, neurons: Sequence[Neuron]) -> None:
         self.source = source
         self.neurons = list(neurons)
@@ -158,6 +165,7 @@ class NeuronPatch:
                 position_ids=kwargs.get("position_ids"),
                 cache=cache,
                 use_cache=kwargs.get("use_cache"),
+                **{key: kwargs[key] for key in (ROWS_KWARG,) if key in kwargs},
             )
             return args, kwargs
 
@@ -165,6 +173,8 @@ class NeuronPatch:
             attn.layer_idx += num_layers
         try:
             with contextlib.ExitStack() as stack:
+                # Without the engine's row cache this attention is plain SDPA, as the model's.
+                stack.enter_context(prefix_attention(self.source))
                 stack.enter_context(down_proj_hooks(self.source, capture))
                 stack.enter_context(down_proj_hooks(model, patch))
                 handle = _inner(model).register_forward_pre_hook(run_source, with_kwargs=True)

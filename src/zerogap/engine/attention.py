@@ -17,7 +17,8 @@ protocol (arXiv 2608.07341, §4).
 
 The function is registered under :data:`NAME`. It computes cascade attention when the forward
 call carries the engine's :class:`~zerogap.engine.cache.RowCache` as ``zerogap_rows``, and
-plain SDPA otherwise (the prefix and question encodes, which run on an ordinary cache).
+plain SDPA otherwise (the prefix and question encodes, which run on an ordinary cache, and the
+row cache's dense layers).
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ def _attend_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling:
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """The registered attention function (transformers' calling convention)."""
     rows = kwargs.pop(ROWS_KWARG, None)
-    if rows is None:
+    # A dense layer (a patch source's, see zerogap.engine.cache) hands over its whole keys.
+    if rows is None or rows.layers[module.layer_idx].dense:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(module, query, key, value, attention_mask,

@@ -21,10 +21,12 @@ the slots of finished ones (only their generated keys move), so the live rows st
 and queued samples take the free slots at the end. A group's slot is free once its last row
 has left; new groups take the lowest free slot, so the slots read per step stay few.
 
-Layers past the model's own (a shortcut patch's source model keeps its keys there, see
-:mod:`zerogap.patching`) are read by that model's own attention function: for them ``update``
-returns the dense ``[prefix ; question ; own]`` keys and :meth:`RowCache.padding_mask` the
-matching 2-D mask, as an ordinary cache would.
+Layers past the model's own hold the keys of a model a patch runs beside it (the shortcut
+patch's source, :class:`zerogap.decoding.shortcut.NeuronPatch`). A source that reads them with
+the same cascade attention (:func:`zerogap.engine.hooks.reads_row_cache`) gets them as the
+model's own layers are; for any other, layers from ``dense_from`` on are read densely: ``update``
+returns the ``[prefix ; question ; own]`` keys and :meth:`RowCache.padding_mask` the matching
+2-D mask, as an ordinary cache would.
 """
 
 from __future__ import annotations
@@ -136,8 +138,8 @@ class RowCache(Cache):
     ----------
     prefix : list of (k, v), each (1, Hkv, P, D)
         The shared prefix's keys and values, one pair per cache layer.
-    own_layers : int
-        The model's own layer count; layers from here on are read densely (see module note).
+    dense_from : int or None
+        The first layer read densely (see module note); None: every layer reads the cascade.
     capacity : int
         Most rows (and groups).
     slots : int
@@ -146,8 +148,8 @@ class RowCache(Cache):
         Most question tokens (a prompt's tokens after the prefix) per group.
     """
 
-    def __init__(self, prefix: Sequence[KV], own_layers: int, *, capacity: int, slots: int,
-                 question_slots: int):
+    def __init__(self, prefix: Sequence[KV], dense_from: int | None, *, capacity: int,
+                 slots: int, question_slots: int):
         self.prefix_len = prefix[0][0].shape[2]
         self.rows, self.width = 0, 0
         device = prefix[0][0].device
@@ -165,7 +167,8 @@ class RowCache(Cache):
         self._layout: dict[torch.dtype, Layout] = {}
         self._groups: tuple | None = None  # the step-independent part of the layout
         super().__init__(layers=[_RowLayer(self, kv, capacity, slots, question_slots,
-                                           i >= own_layers) for i, kv in enumerate(prefix)])
+                                           dense_from is not None and i >= dense_from)
+                                 for i, kv in enumerate(prefix)])
 
     @property
     def capacity(self) -> int:

@@ -47,7 +47,7 @@ from zerogap.engine.base import (
     register_backend,
 )
 from zerogap.engine.cache import RowCache
-from zerogap.engine.hooks import Intervention, Patch, patched, sample_stats
+from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
 from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
@@ -241,6 +241,7 @@ class _Decoder:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a _BatchSizer
         self.cache: RowCache | None = None
+        self.dense_from: int | None = self.own_layers  # run() sets it for its patch
         self.stop_tokens = _stop_tokens(tokenizer, self.stop)
         self.generated = 0
 
@@ -332,6 +333,8 @@ class _Decoder:
         """Decode ``rows_per_question`` rows per prompt; return per prompt its generations;
         ``progress`` hears of every finished question and, at most once a second, the rate."""
         n_q = len(self.ids)
+        # A patch's source layers are read densely unless the source reads the row cache.
+        self.dense_from = None if reads_row_cache(patch) else self.own_layers
         results: list[list[Generation | None]] = [[None] * rows_per_question for _ in range(n_q)]
         left = [rows_per_question] * n_q
         queue = deque((q, s) for q in range(n_q) for s in range(rows_per_question))
@@ -492,7 +495,7 @@ class _Decoder:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv);
         the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
         if self.cache is None:
-            self.cache = RowCache(self._layer_prefix(groups[0][3]), self.own_layers,
+            self.cache = RowCache(self._layer_prefix(groups[0][3]), self.dense_from,
                                   capacity=capacity, slots=self.max_new,
                                   question_slots=self.max_question)
         elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:

@@ -64,6 +64,15 @@ def sample_stats(intervention: Intervention | None, question: int, sample: int) 
     return dict(intervention.sample_stats(question, sample))
 
 
+def reads_row_cache(patch: Patch | None) -> bool:
+    """Whether the model ``patch`` runs beside the patched one (keeping its keys in the cache's
+    layers past the model's own) reads the engine's row cache with the shared-prefix attention:
+    such a patch says ``reads_rows = True`` and passes each forward call's row cache on. The
+    engine hands any other patch's layers their dense keys and a padding mask, as an ordinary
+    cache would."""
+    return bool(getattr(patch, "reads_rows", False))
+
+
 def patched(patch: Patch | None, model) -> contextlib.AbstractContextManager:
     """``patch(model)``, or a no-op context when there is no patch."""
     return contextlib.nullcontext() if patch is None else patch(model)
