@@ -3,7 +3,8 @@
 How one call works:
 
 1. Every prompt is tokenised; the longest common token prefix of all prompts (the k-shot
-   exemplars) is encoded once, and its keys and values are stored once.
+   exemplars) is encoded once (or read from this machine's file of it, see
+   :mod:`zerogap.engine.prefix_cache`), and its keys and values are stored once.
 2. Each question's remaining tokens are encoded on top of that prefix once; all its samples
    start from those keys.
 3. Rows (one per sample) from several questions decode together in a
