@@ -49,7 +49,7 @@ def test_a_warm_cache_stores_the_samples_of_a_cold_run_and_a_damaged_file_is_rew
     warm, notes = run("warm")
     assert warm == cold and len(notes) == 1 and "read from" in notes[0]
 
-    # A flipped payload byte (the digest catches it), a truncation, another file's header.
+    # A flipped payload byte (the digest catches it), a truncation, a header without a key.
     middle = len(written) - 100
     damaged = [written[:middle] + bytes([written[middle] ^ 1]) + written[middle + 1:],
                written[:-7], b"zerogap-prefix-kv\n{}\n" + written[-64:], b""]

@@ -49,7 +49,7 @@ FORMAT = 1  # bump when the prefix encode or this file's layout changes
 MAGIC = b"zerogap-prefix-kv\n"
 SUFFIX = ".kv"
 LIMIT_ENV = "ZEROGAP_PREFIX_CACHE_MB"
-DEFAULT_LIMIT_MB = 1024  # W's prefix in float32 is 76 MB: about 13 prefixes
+DEFAULT_LIMIT_MB = 1024  # W's prefix in float32 is 76 MB: 14 of them
 _HEADER_LIMIT = 1 << 16
 # Environment variables that change which kernels MKL and oneDNN pick, and so the last bits.
 _KERNEL_ENV = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
