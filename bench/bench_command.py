@@ -24,6 +24,12 @@ Usage::
 
 ``--threads`` sets ``OMP_NUM_THREADS`` for both sides (on a machine whose cores other jobs
 share, one thread can beat two; see docs/engine.md).
+
+The environment passes to both sides. A tree with the on-disk prefix cache
+(:mod:`zerogap.engine.prefix_cache`) reads the prompt prefix's keys from
+``$ZEROGAP_CACHE/prefix`` once one command has written them: every repeat after its first is a
+warm start. ``ZEROGAP_PREFIX_CACHE_MB=0 python bench/bench_command.py ...`` measures it cold
+(the cache off), as a first command with a new prefix meets it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 How one call works:
 
 1. Every prompt is tokenised; the longest common token prefix of all prompts (the k-shot
-   exemplars) is encoded once, and its keys and values are stored once.
+   exemplars) is encoded once (or read from this machine's file of it, see
+   :mod:`zerogap.engine.prefix_cache`), and its keys and values are stored once.
 2. Each question's remaining tokens are encoded on top of that prefix once; all its samples
    start from those keys.
 3. Rows (one per sample) from several questions decode together in a
@@ -48,6 +49,7 @@ from zerogap.engine.base import (
 )
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
+from zerogap.engine.prefix_cache import PrefixCache, limit_bytes
 from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
@@ -212,7 +214,8 @@ class _Decoder:
     """Shared machinery of :func:`sample` and :func:`greedy` for one engine call."""
 
     def __init__(self, model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
-                 stop: Sequence[str], max_batch: int | None, rows_per_question: int):
+                 stop: Sequence[str], max_batch: int | None, rows_per_question: int,
+                 prefixes: PrefixCache | None):
         if not prompts:
             raise ValueError("no prompts to decode")
         if max_new_tokens < 1:
@@ -233,6 +236,7 @@ class _Decoder:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
         self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
+        self.prefixes = prefixes
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_question = max(len(x) for x in self.ids) - self.prefix_len
         self.max_own = self.max_question + max_new_tokens
@@ -281,7 +285,8 @@ class _Decoder:
         return out.logits[:, -1].float(), [(layer.keys, layer.values) for layer in cache.layers]
 
     def _prefix(self, patch: Patch | None) -> list:
-        """The shared prefix's keys and values: encoded, or the previous call's on this model.
+        """The shared prefix's keys and values: the previous call's on this model, this
+        machine's file of them (:mod:`zerogap.engine.prefix_cache`), or encoded.
 
         A run calls the engine several times with one prompt prefix (greedy decodes, then
         samples; a study's strategies one after another), and on W the prefix is 1,170 tokens,
@@ -290,7 +295,8 @@ class _Decoder:
         in-place update bumps the version) and the same forward hooks; a patch (which changes
         the activations) or weights without version counters always encode afresh. The
         encode is deterministic, so reuse changes no draw. Only the latest prefix per model
-        is kept.
+        is kept in memory; on disk, while the weights are still the ones fingerprinted at
+        load, so that the next command with this prefix skips the encode.
         """
         tokens = self.ids[0][: self.prefix_len]
         state = None if patch is not None else _weights_state(self.model)
@@ -300,7 +306,16 @@ class _Decoder:
         known = _PREFIXES.get(self.model)
         if known is not None and known[0] == key:
             return known[1]
-        kv = self._encode(tokens, None, 0)[1]
+        disk = self.prefixes if tokens and self.prefixes and self.prefixes.holds(state) else None
+        kv, path = disk.load(self.model, tokens) if disk else (None, None)
+        if kv is not None:
+            _log.info("prefix of %d tokens read from %s", len(tokens), path,
+                      extra={"engine": {"prefix_file": str(path)}})
+        else:
+            kv = self._encode(tokens, None, 0)[1]
+            if disk and (path := disk.save(self.model, tokens, kv)) is not None:
+                _log.info("prefix of %d tokens written to %s", len(tokens), path,
+                          extra={"engine": {"prefix_file": str(path)}})
         _PREFIXES[self.model] = (key, kv)
         return kv
 
@@ -543,7 +558,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
            patch: Patch | None = None, top_k: int | None = None, top_p: float | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, list[Generation]], None] | None = None,
-           ) -> list[list[Generation]]:
+           prefixes: PrefixCache | None = None) -> list[list[Generation]]:
     """Draw ``m`` responses per prompt at ``temperature``.
 
     Parameters
@@ -571,6 +586,10 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     on_question : callable, optional
         ``on_question(i, generations)`` as soon as prompt ``i`` has all its samples (completion
         order, not prompt order): the hook for writing results as they come.
+    prefixes : PrefixCache, optional
+        This machine's files of encoded prefixes for ``model`` (see
+        :mod:`zerogap.engine.prefix_cache`): read instead of encoding, written after an
+        encode. They hold the bits an encode gives, so no draw changes.
 
     Returns
     -------
@@ -597,7 +616,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=m)
+                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes)
     vocab = None
 
     def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
@@ -619,7 +638,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
 def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
            stop: Sequence[str] = (), return_entropy: bool = False, patch: Patch | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
-           on_question: Callable[[int, Generation], None] | None = None) -> list[Generation]:
+           on_question: Callable[[int, Generation], None] | None = None,
+           prefixes: PrefixCache | None = None) -> list[Generation]:
     """Greedy (argmax, lowest token id on ties) decode of each prompt.
 
     Parameters are as for :func:`sample`. With ``return_entropy`` each :class:`Generation` holds
@@ -631,7 +651,7 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     list of N :class:`Generation`, in prompt order.
     """
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=1)
+                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes)
     callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
     out = decoder.run(1, lambda logits, rows: logits.argmax(-1), keys=lambda q, s: 0,
                       intervention=None, patch=patch, with_entropy=return_entropy,
@@ -646,7 +666,8 @@ HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True, devic
 @dataclass
 class HFBackend:
     """The :class:`~zerogap.engine.base.Backend` over a transformers model and tokenizer: edits
-    and patches run in process, as the spec's torch hook and torch patch."""
+    and patches run in process, as the spec's torch hook and torch patch. ``prefixes``: the
+    on-disk prefix cache for the model as loaded (:meth:`start` opens it)."""
 
     model: Any
     tokenizer: Any
@@ -654,19 +675,23 @@ class HFBackend:
     name: ClassVar[str]
     noise: str = noise.SCHEME
     capabilities: Capabilities = HF_CAPABILITIES
+    prefixes: PrefixCache | None = None
 
     @classmethod
     def check_available(cls, options: EngineOptions) -> None:
         from zerogap.models import check_device
 
         check_device(options.device)  # a bogus or absent device is one line before any load
+        limit_bytes()  # so is a bad $ZEROGAP_PREFIX_CACHE_MB
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):
         from zerogap.models import load_model
 
         loaded = load_model(spec, device=options.device, dtype=options.dtype)
-        return loaded, cls(loaded.model, loaded.tokenizer, max_batch=options.max_batch)
+        prefixes = PrefixCache.open(loaded.fingerprint, _weights_state(loaded.model))
+        return loaded, cls(loaded.model, loaded.tokenizer, max_batch=options.max_batch,
+                           prefixes=prefixes)
 
     def _patch(self, patch: ActivationPatch | None) -> Patch | None:
         return None if patch is None else patch.torch_patch()
@@ -681,14 +706,15 @@ class HFBackend:
                       question_ids=question_ids, seed=spec.seed, stop=spec.stop,
                       intervention=hook, patch=self._patch(patch), top_k=spec.top_k,
                       top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
-                      on_question=on_question)
+                      on_question=on_question, prefixes=self.prefixes)
 
     def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
                patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
                on_question=None):
         return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
                       stop=spec.stop, return_entropy=entropies, patch=self._patch(patch),
-                      max_batch=self.max_batch, progress=progress, on_question=on_question)
+                      max_batch=self.max_batch, progress=progress, on_question=on_question,
+                      prefixes=self.prefixes)
 
     def forced_ranks(self, prompts: Sequence[str], forced: Sequence[Sequence[int]]
                      ) -> list[list[int]]:
