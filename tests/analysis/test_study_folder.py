@@ -145,6 +145,16 @@ def test_a_deeply_nested_study_file_is_one_line(folder, capsys):
     refused(capsys, folder, "study.json: JSON nested too deeply")
 
 
+def test_null_optional_keys_take_their_defaults(folder, capsys):
+    """``title``, ``commands`` and ``versions`` may be null (as hypothesis found ``versions``
+    crashing the HTML template): the report is written with their defaults."""
+    _edit(folder, lambda r: r.update(title=None, commands=None, versions=None))
+    assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
+    assert "## Reproduce" in (folder / "report.md").read_text()
+    assert "<title>zerogap restoration study: study</title>" in (folder / "report.html").read_text()
+    assert (folder / "report.md").read_text().startswith("# Restoration study: study\n")
+
+
 def test_an_intact_copy_still_reports(folder, capsys):
     (folder / "report.html").unlink()
     assert cli.main(["report", str(folder), "--resamples", "50"]) == 0

@@ -244,7 +244,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, headlines) -> str:
-    lines = [f"# Restoration study: {study.get('title', folder.name)}", ""]
+    lines = [f"# Restoration study: {study.get('title') or folder.name}", ""]
     for e in entries:
         lines.append(f"- **{e['name']}**: task {e['task']} ({e['split']}), {e['questions']} "
                      f"questions; clean `{e['clean']['spec']}` ({e['clean']['fingerprint']}), "
@@ -261,7 +261,7 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
     lines += [t.to_markdown() for t in tables]
     lines += ["## Figures", ""]
     lines += [f"![{title}]({path.relative_to(folder)})" for title, path in figures]
-    lines += ["", "## Reproduce", "", "```bash", *study.get("commands", []), "```", ""]
+    lines += ["", "## Reproduce", "", "```bash", *(study.get("commands") or []), "```", ""]
     return "\n".join(lines)
 
 
@@ -302,7 +302,8 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
     env = jinja2.Environment(loader=jinja2.PackageLoader("zerogap.analysis", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.j2").render(
-        title=study.get("title", folder.name), version=__version__, config=study["config"],
+        # The optional keys may be null (the folder check accepts that): their defaults then.
+        title=study.get("title") or folder.name, version=__version__, config=study["config"],
         scoring=scoring, bins=next(iter(scores.values())).bins,
         verdict_meaning=VERDICT_MEANING, tables=tables,
         settings=[{**e, "leaked_count": None if e.get("leaked") is None else len(e["leaked"])}
@@ -312,7 +313,7 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
         figures=[{"title": t, "caption": cap,
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
-        commands=study.get("commands", []), versions=study.get("versions", {}),
+        commands=study.get("commands") or [], versions=study.get("versions") or {},
         checks=checks,
         headlines=[{"title": t, "caption": cap,
                     "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
