@@ -245,7 +245,6 @@ class _Decoder:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a _BatchSizer
         self.cache: RowCache | None = None
-        self.dense_from: int | None = self.own_layers  # run() sets it for its patch
         self.stop_tokens = _stop_tokens(tokenizer, self.stop)
         self.generated = 0
 
@@ -349,7 +348,7 @@ class _Decoder:
         ``progress`` hears of every finished question and, at most once a second, the rate."""
         n_q = len(self.ids)
         # A patch's source layers are read densely unless the source reads the row cache.
-        self.dense_from = None if reads_row_cache(patch) else self.own_layers
+        dense_from = None if reads_row_cache(patch) else self.own_layers
         results: list[list[Generation | None]] = [[None] * rows_per_question for _ in range(n_q)]
         left = [rows_per_question] * n_q
         queue = deque((q, s) for q in range(n_q) for s in range(rows_per_question))
@@ -395,7 +394,7 @@ class _Decoder:
             # to four times the size on trial (zeroing them is most of the cost of growing),
             # never to the memory bound itself, which can be far beyond the size chosen.
             ahead = self.max_rows if sizer is None else min(sizer.limit, 4 * self.max_rows)
-            self._join(state, groups, keys, ahead)
+            self._join(state, groups, keys, ahead, dense_from)
             for _, samples, _, _ in groups:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
@@ -506,11 +505,12 @@ class _Decoder:
         return [self.prefix_kv[i] if i < len(self.prefix_kv) else
                 (k[:, :, :0], v[:, :, :0]) for i, (k, v) in enumerate(kv)]
 
-    def _join(self, state, groups, keys, capacity: int) -> None:
+    def _join(self, state, groups, keys, capacity: int, dense_from: int | None) -> None:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv);
-        the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
+        the row cache is made (or grown) for ``capacity`` rows when they do not fit, its
+        layers from ``dense_from`` on read densely (:class:`~zerogap.engine.cache.RowCache`)."""
         if self.cache is None:
-            self.cache = RowCache(self._layer_prefix(groups[0][3]), self.dense_from,
+            self.cache = RowCache(self._layer_prefix(groups[0][3]), dense_from,
                                   capacity=capacity, slots=self.max_new,
                                   question_slots=self.max_question)
         elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
