@@ -97,6 +97,38 @@ def test_greedy_matches_generate_and_reports_entropy(tiny):
         assert all(0 <= h <= math.log(VOCAB) + 1e-4 for h in g.entropies)
 
 
+def test_questions_are_encoded_together_left_padded_with_the_keys_of_each_alone(tiny):
+    from zerogap.engine.attention import prefix_attention
+    from zerogap.engine.hf import _Decoder
+
+    model, tok = tiny
+    shapes = []  # (batch, tokens) of each forward call
+    handle = model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True)
+    try:
+        greedy(model, tok, PROMPTS, max_new_tokens=3, max_batch=4)
+    finally:
+        handle.remove()
+    decoder = _Decoder(model, tok, PROMPTS, max_new_tokens=3, stop=(), max_batch=None,
+                       rows_per_question=1, prefixes=None)
+    start = decoder.prefix_len
+    questions = [ids[start:] for ids in decoder.ids]
+    assert len({len(q) for q in questions}) > 1  # the batch is padded
+    encodes = [s for s in shapes if s[1] > 1 and s != (1, start)]
+    assert encodes == [(len(PROMPTS), max(len(q) for q in questions))]
+    with torch.inference_mode(), prefix_attention(model):
+        prefix = decoder._encode([decoder.ids[0][:start]], None, 0)[1][0]
+        logits, keys = decoder._encode(questions, prefix, start)
+        for i, question in enumerate(questions):
+            alone_logits, alone_keys = decoder._encode([question], prefix, start)
+            assert torch.allclose(logits[i], alone_logits[0], atol=1e-5)
+            for (k, v), (k_alone, v_alone) in zip(keys[i], alone_keys[0], strict=True):
+                assert k.shape == k_alone.shape == (1, k.shape[1], len(question), k.shape[3])
+                assert torch.allclose(k, k_alone, atol=1e-5)
+                assert torch.allclose(v, v_alone, atol=1e-5)
+
+
 class _BanAndCount:
     """Bans one token; checks the rows' bookkeeping it is given; counts calls per sample."""
 

@@ -5,8 +5,9 @@ How one call works:
 1. Every prompt is tokenised; the longest common token prefix of all prompts (the k-shot
    exemplars) is encoded once (or read from this machine's file of it, see
    :mod:`zerogap.engine.prefix_cache`), and its keys and values are stored once.
-2. Each question's remaining tokens are encoded on top of that prefix once; all its samples
-   start from those keys.
+2. Each question's remaining tokens are encoded on top of that prefix once, the questions
+   that join the batch together in one left-padded forward call; all its samples start from
+   those keys.
 3. Rows (one per sample) from several questions decode together in a
    :class:`~zerogap.engine.cache.RowCache`: the prefix once, a question's tokens once for its
    rows, each row's generated keys in preallocated buffers written in place. The attention of
@@ -53,6 +54,10 @@ from zerogap.engine.prefix_cache import PrefixCache, limit_bytes
 from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
+
+# Most key positions (prefix copies included) that one batched question encode holds: on the
+# embedded model 8192 positions are about 0.4 GB of float32 keys and values.
+_ENCODE_POSITIONS = 8192
 
 
 @dataclass
@@ -240,6 +245,10 @@ class _Decoder:
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_question = max(len(x) for x in self.ids) - self.prefix_len
         self.max_own = self.max_question + max_new_tokens
+        # Questions encoded per forward call; each row of the call holds the prefix's keys.
+        # Left padding needs a prefix key that every pad can see, so no prefix, no batching.
+        self.encode_rows = (max(1, _ENCODE_POSITIONS // (self.prefix_len + self.max_question))
+                            if self.prefix_len else 1)
         self.rows_needed = len(prompts) * rows_per_question
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -262,8 +271,15 @@ class _Decoder:
             layer.keys, layer.values = k, v
         return cache
 
-    def _encode(self, tokens: list[int], kv, start: int):
-        """Run ``tokens`` (one sequence) on top of ``kv``; return last logits and the new kv."""
+    def _encode(self, sequences: list[list[int]], kv, start: int):
+        """Run each of ``sequences`` on top of the same ``kv`` (batch 1, ``start`` tokens), in
+        one forward call; return their last logits (B, V) float32 and, per sequence, its keys
+        and values past ``start``: one (1, Hkv, n_i, D) pair per layer.
+
+        The sequences are left-padded to the longest, the pads hidden by the attention mask,
+        so every row's last logits are the call's last position. A pad's query must still see
+        a key, which is why the caller batches only on top of a non-empty ``kv``.
+        """
         cfg = self.model.config.get_text_config(decoder=True)
         if kv is None:
             kv = [
@@ -271,17 +287,30 @@ class _Decoder:
                              dtype=self.model.dtype, device=self.device),) * 2
                 for _ in range(cfg.num_hidden_layers)
             ]
-        if not tokens:
-            return None, kv
-        cache = self._cache(kv)
-        n = len(tokens)
+        width = max(len(x) for x in sequences)
+        if not width:
+            return None, [kv]
+        batch = len(sequences)
+        cache = self._cache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
+                             for k, v in kv])
+        pads = torch.tensor([width - len(x) for x in sequences], device=self.device)
+        steps = torch.arange(width, device=self.device)
         out = self.model(
-            input_ids=torch.tensor([tokens], device=self.device),
-            attention_mask=torch.ones(1, start + n, dtype=torch.long, device=self.device),
-            position_ids=torch.arange(start, start + n, device=self.device)[None],
+            input_ids=torch.tensor([[0] * (width - len(x)) + list(x) for x in sequences],
+                                   device=self.device),
+            attention_mask=torch.cat([torch.ones(batch, start, dtype=torch.long,
+                                                 device=self.device),
+                                      (steps >= pads[:, None]).long()], dim=1),
+            position_ids=start + (steps - pads[:, None]).clamp_(min=0),
             use_cache=True, logits_to_keep=1, **{self.cache_arg: cache},
         )
-        return out.logits[:, -1].float(), [(layer.keys, layer.values) for layer in cache.layers]
+        per_row = []
+        for i, first in enumerate((start + pads).tolist()):
+            own = [(layer.keys[i : i + 1, :, first:], layer.values[i : i + 1, :, first:])
+                   for layer in cache.layers]
+            # Batched, they are copied so that the call's keys (the prefix once per row) go.
+            per_row.append([(k.clone(), v.clone()) for k, v in own] if batch > 1 else own)
+        return out.logits[:, -1].float(), per_row
 
     def _prefix(self, patch: Patch | None) -> list:
         """The shared prefix's keys and values: the previous call's on this model, this
@@ -300,7 +329,7 @@ class _Decoder:
         tokens = self.ids[0][: self.prefix_len]
         state = None if patch is not None else _weights_state(self.model)
         if state is None:
-            return self._encode(tokens, None, 0)[1]
+            return self._encode([tokens], None, 0)[1][0]
         key = (tuple(tokens), state)
         known = _PREFIXES.get(self.model)
         if known is not None and known[0] == key:
@@ -311,7 +340,7 @@ class _Decoder:
             _log.info("prefix of %d tokens read from %s", len(tokens), path,
                       extra={"engine": {"prefix_file": str(path)}})
         else:
-            kv = self._encode(tokens, None, 0)[1]
+            kv = self._encode([tokens], None, 0)[1][0]
             if disk and (path := disk.save(self.model, tokens, kv)) is not None:
                 _log.info("prefix of %d tokens written to %s", len(tokens), path,
                           extra={"engine": {"prefix_file": str(path)}})
@@ -364,13 +393,15 @@ class _Decoder:
 
         report()
 
-        def question_kv(q: int) -> tuple:
-            if q not in prefilled:
-                logits, kv = self._encode(self.ids[q][self.prefix_len:], self.prefix_kv,
-                                          self.prefix_len)
-                prefilled[q] = (logits, [(k[:, :, self.prefix_len:], v[:, :, self.prefix_len:])
-                                         for k, v in kv])
-            return prefilled[q]
+        def encode(questions: list[int]) -> None:
+            """Encode those of ``questions`` not encoded yet, ``encode_rows`` per call."""
+            todo = [q for q in questions if q not in prefilled]
+            for at in range(0, len(todo), self.encode_rows):
+                chunk = todo[at : at + self.encode_rows]
+                logits, kv = self._encode([self.ids[q][self.prefix_len:] for q in chunk],
+                                          self.prefix_kv, self.prefix_len)
+                for i, q in enumerate(chunk):
+                    prefilled[q] = (logits[i : i + 1], kv[i])
 
         def admit():
             n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
@@ -380,15 +411,18 @@ class _Decoder:
             least = 1 if sizer is not None else max(1, min(rows_per_question, self.max_rows // 4))
             if not queue or room <= 0 or (n_rows and room < min(least, len(queue))):
                 return
-            groups = []
+            plan = []
             while queue and room > 0:
                 q = queue[0][0]
                 samples = []
                 while queue and queue[0][0] == q and room > 0:
                     samples.append(queue.popleft()[1])
                     room -= 1
-                groups.append((q, samples, *question_kv(q)))
-                if not queue or queue[0][0] != q:
+                plan.append((q, samples))
+            encode([q for q, _ in plan])
+            groups = [(q, samples, *prefilled[q]) for q, samples in plan]
+            for q, _ in plan:
+                if not queue or queue[0][0] != q:  # all its rows are in: no later admit reads it
                     del prefilled[q]
             # While the batch size is being chosen it doubles: the buffers grow ahead of it,
             # to four times the size on trial (zeroing them is most of the cost of growing),
