@@ -1,4 +1,5 @@
-"""Question encodes batched against one question per forward call, side by side in one process.
+"""Question encodes (and the comparative score's teacher-forced passes) batched against one
+question per forward call, side by side in one process.
 
 Before a question's rows join the decode batch, its tokens after the shared few-shot prefix are
 encoded on top of the prefix's keys (:mod:`zerogap.engine.hf`). One question per call makes
@@ -6,16 +7,19 @@ small matrix products (a question is 20-40 tokens on the demo's ``arith``); the 
 encodes the questions admitted together in one left-padded call. This matters most where each
 question has one row: the greedy decodes, above all shortcut-neuron location's patched passes
 (the model and its patch source both encode). Both ways compute the same attention, so the
-decodes agree (the bench counts identical ones; a near-tie may flip in the last bit).
+decodes agree (the bench counts identical ones; a near-tie may flip in the last bit). The
+location's comparative score teacher-forces each leaked question's greedy answer through two
+models; it too now runs right-padded batches (:mod:`zerogap.pipelines.neurons`).
 
 Workloads (the embedded model; ``arith``'s 2-shot prompts, or GSM8K's 8-shot ones with
 ``--gsm8k DIR``): greedy decodes of ``--questions`` questions patched from a second copy of the
 model on one block of 512 neurons (a location pass), the same unpatched, and ``-m`` samples of
-a quarter of the questions at T = 0.7. The batch is fixed at ``--max-batch`` rows (default: one
-per question), so that both ways decode the same batches: left to choose, the engine's batch
-sizer times its first steps, and on a shared machine its choice alone can move a run's wall by
-half. Each repeat runs both ways, alternating which goes first; prints each wall time and the
-per-question/batched ratio.
+a quarter of the questions at T = 0.7, and the comparative score of half the questions'
+greedy answers between the model and a copy with its MLP weights perturbed. The batch is fixed
+at ``--max-batch`` rows (default: one per question), so that both ways decode the same batches:
+left to choose, the engine's batch sizer times its first steps, and on a shared machine its
+choice alone can move a run's wall by half. Each repeat runs both ways, alternating which goes
+first; prints each wall time and the per-question/batched ratio.
 
 Usage: ``python bench/bench_encode.py [--questions 96] [-m 12] [--max-new-tokens 48]
 [--max-batch N] [--repeats 2] [--gsm8k /work/shared/data/gsm8k]``
@@ -31,6 +35,7 @@ import torch
 from zerogap.decoding.shortcut import NeuronPatch, mlp_width
 from zerogap.engine import greedy, hf, sample
 from zerogap.models import load_model
+from zerogap.pipelines import neurons
 from zerogap.tasks import get_task
 
 
@@ -54,7 +59,7 @@ def main() -> None:
     rows = args.max_batch or len(prompts)
     print(f"embedded SmolLM2-135M, {task.name}: {len(prompts)} questions, {args.max_new_tokens} "
           f"new tokens, batches of {rows} rows, {torch.get_num_threads()} threads")
-    batched_positions = hf._ENCODE_POSITIONS
+    batched = hf._ENCODE_POSITIONS, neurons._FORCED_TOKENS
 
     def location_pass():
         return [g.token_ids for g in greedy(model, tok, prompts, patch=patch, max_batch=rows,
@@ -64,6 +69,20 @@ def main() -> None:
         return [g.token_ids for g in greedy(model, tok, prompts, max_batch=rows,
                                             max_new_tokens=args.max_new_tokens, stop=task.stop)]
 
+    perturbed = load_model("embedded").model
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, weight in perturbed.named_parameters():
+            if ".mlp." in name:
+                weight.add_(torch.randn_like(weight), alpha=1e-3)
+    half = prompts[: max(1, len(prompts) // 2)]
+    items = [(tok(prompt)["input_ids"], g.token_ids) for prompt, g in zip(
+        half, greedy(model, tok, half, max_new_tokens=args.max_new_tokens, stop=task.stop),
+        strict=True)]
+
+    def comparative():
+        return neurons.comparative_scores(model, perturbed, items)
+
     def samples():
         drawn = sample(model, tok, prompts[:few], m=args.m, temperature=0.7,
                        max_new_tokens=args.max_new_tokens, seed=0, stop=task.stop, max_batch=rows,
@@ -71,23 +90,31 @@ def main() -> None:
         return [g.token_ids for q in drawn for g in q]
 
     workloads = {"greedy, patched (a location pass)": location_pass,
-                 "greedy": greedy_pass, f"{few} questions x m = {args.m}": samples}
+                 "greedy": greedy_pass, f"{few} questions x m = {args.m}": samples,
+                 f"comparative score, {len(items)} answers": comparative}
     for name, work in workloads.items():
         for repeat in range(args.repeats):
             order = ("per question", "batched") if repeat % 2 == 0 else ("batched", "per question")
             out = {}
             for way in order:
-                # 0 positions: one question per call, the engine's way before batching.
-                hf._ENCODE_POSITIONS = batched_positions if way == "batched" else 0
+                # Budgets of 0 and 1 position: one question per call, the way before batching.
+                hf._ENCODE_POSITIONS, neurons._FORCED_TOKENS = (
+                    batched if way == "batched" else (0, 1))
                 start = time.perf_counter()
                 decoded = work()
                 out[way] = (time.perf_counter() - start, decoded)
-            hf._ENCODE_POSITIONS = batched_positions
+            hf._ENCODE_POSITIONS, neurons._FORCED_TOKENS = batched
             (t_one, d_one), (t_all, d_all) = out["per question"], out["batched"]
-            same = sum(a == b for a, b in zip(d_one, d_all, strict=True))
             print(f"{name}, repeat {repeat + 1} ({order[0]} first): per question {t_one:.1f} s, "
-                  f"batched {t_all:.1f} s, ratio {t_one / t_all:.2f}; identical "
-                  f"{same}/{len(d_one)}")
+                  f"batched {t_all:.1f} s, ratio {t_one / t_all:.2f}; {_agreement(d_one, d_all)}")
+
+
+def _agreement(one, other) -> str:
+    """Identical decodes out of all, or the scores' largest relative difference."""
+    if isinstance(one, torch.Tensor):
+        worst = float((one - other).abs().max() / one.abs().max())
+        return f"scores differ by at most {worst:.1e} of the largest"
+    return f"identical {sum(a == b for a, b in zip(one, other, strict=True))}/{len(one)}"
 
 
 if __name__ == "__main__":

@@ -95,6 +95,17 @@ def test_comparative_scores_zero_for_identical_models_and_positive_otherwise(pai
 
 
 @torch.no_grad()
+def test_comparative_scores_of_padded_calls_equal_those_of_one_item_per_call(pair, monkeypatch):
+    from zerogap.pipelines import neurons
+
+    con, un = pair
+    items = [([1, 40, 41, 42, 43], [7, 8, 9]), ([1, 50], [11]), ([1, 60, 61], [12, 13])]
+    together = comparative_scores(con, un, items)  # one right-padded call
+    monkeypatch.setattr(neurons, "_FORCED_TOKENS", 1)  # every item alone, unpadded
+    assert torch.allclose(together, comparative_scores(con, un, items), rtol=1e-5, atol=1e-6)
+
+
+@torch.no_grad()
 def test_causal_scores_follow_the_block_formula(pair, make_tiny_llama):
     con, un = pair
     base = make_tiny_llama(2)

@@ -395,7 +395,9 @@ class _Decoder:
 
         def encode(questions: list[int]) -> None:
             """Encode those of ``questions`` not encoded yet, ``encode_rows`` per call."""
-            todo = [q for q in questions if q not in prefilled]
+            # By length, so that a call pads little.
+            todo = sorted((q for q in questions if q not in prefilled),
+                          key=lambda q: len(self.ids[q]))
             for at in range(0, len(todo), self.encode_rows):
                 chunk = todo[at : at + self.encode_rows]
                 logits, kv = self._encode([self.ids[q][self.prefix_len:] for q in chunk],

@@ -46,6 +46,9 @@ from zerogap.io.jsonlines import read_jsonl
 from zerogap.progress import Progress, ProgressCallback
 
 JOURNAL_FORMAT = "zerogap-neurons-journal"
+# Most token positions (padding included) of one teacher-forced forward call of the
+# comparative score: its activations are (positions, d_ff) per layer.
+_FORCED_TOKENS = 4096
 
 
 @torch.no_grad()
@@ -68,29 +71,49 @@ def comparative_scores(
     device = next(contaminated.parameters()).device
     total = torch.zeros(num_layers - 1, d_ff, dtype=torch.float64, device=device)
     count = 0
-    for prompt, completion in items:
-        if not completion:
-            continue
-        ids = torch.tensor([list(prompt) + list(completion)], device=device)  # (1, T)
-        # Activations at positions whose next token is a completion token, i.e. the steps that
-        # produced the completion.
-        steps = slice(len(prompt) - 1, len(prompt) - 1 + len(completion))
+    scored = [(list(p), list(c)) for p, c in items if c]
+    for chunk in _token_chunks(scored, _FORCED_TOKENS):
+        width = max(len(p) + len(c) for p, c in chunk)
+        # Right-padded: under causal attention no real position sees the pads after it.
+        ids = torch.tensor([p + c + [0] * (width - len(p) - len(c)) for p, c in chunk],
+                           device=device)  # (B, T)
+        # Positions whose next token is a completion token, i.e. the steps that produced the
+        # completion, row by row.
+        steps = torch.zeros(ids.shape, dtype=torch.bool, device=device)
+        for row, (p, c) in enumerate(chunk):
+            steps[row, len(p) - 1 : len(p) - 1 + len(c)] = True
         acts = []
         for model in (contaminated, uncontaminated):
             taken: dict[int, Tensor] = {}
 
-            def keep(layer, a, taken=taken):
-                taken[layer] = a[0]  # (T, d_ff)
+            def keep(layer, a, taken=taken, steps=steps):
+                if layer < num_layers - 1:
+                    taken[layer] = a[steps].double()  # (C, d_ff), the chunk's steps in order
 
             with down_proj_hooks(model, keep):
                 model(input_ids=ids, use_cache=False)
-            ranked = [taken[i][steps].double() for i in range(num_layers - 1)]
-            acts.append(torch.stack(ranked))  # (L-1, C, d_ff)
+            acts.append(torch.stack([taken[i] for i in range(num_layers - 1)]))  # (L-1, C, d_ff)
         total += ((acts[1] - acts[0]) ** 2).sum(1)
-        count += len(completion)
+        count += int(steps.sum())
     if count == 0:
         raise ValueError("comparative scores need at least one non-empty completion")
     return (total / count).sqrt().float()
+
+
+def _token_chunks(items: list[tuple[list[int], list[int]]], tokens: int) -> list[list]:
+    """``items`` in order, cut into runs whose padded size (rows x longest) is at most
+    ``tokens`` (a longer item alone)."""
+    chunks: list[list] = []
+    width = 0
+    for item in items:
+        longest = max(width, len(item[0]) + len(item[1]))
+        if chunks and longest * (len(chunks[-1]) + 1) <= tokens:
+            chunks[-1].append(item)
+            width = longest
+        else:
+            chunks.append([item])
+            width = len(item[0]) + len(item[1])
+    return chunks
 
 
 def nearest_block_size(d_ff: int, wanted: int) -> int:
