@@ -21,7 +21,8 @@ DEMO_MAX_NEW_TOKENS = 48
 # B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
 # (the authors score the test set, leaked half included) for the 2 blocks of highest
 # comparative score: one unpatched and four patched greedy passes instead of 176. At the
-# powered size location measured 19-22% of the study's jobs (docs/demo-design.md section 2).
+# powered size location measured 19-22% of the study's jobs, 18% since questions are encoded
+# in batches (docs/demo-design.md section 2).
 DEMO_NEURON_BLOCK = 512
 DEMO_NEURON_CANDIDATES = 2
 
