@@ -1,6 +1,16 @@
 """Progress as events, drawn only by the front ends: :class:`zerogap.progress.Bars` opens a
 labelled bar per stage, counts a resumed stage's earlier part as done, and shows the note."""
 
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
 from zerogap.progress import Bars, Progress, progress_bars
 
 
@@ -42,3 +52,36 @@ def test_quiet_draws_nothing(capsys):
     with progress_bars(quiet=True) as progress:
         assert progress is None
     assert capsys.readouterr().err == ""
+
+
+DRAW = """
+from zerogap.progress import Progress, progress_bars
+with progress_bars() as progress:
+    for step in range(3):
+        progress(Progress("training clean", step + 1, 3, "step"))
+"""
+
+
+@pytest.mark.parametrize("rows", [0, 40])
+def test_bars_show_on_a_terminal_that_reports_no_height(rows):
+    """A pseudo-terminal sized 120 x ``rows`` (0: unsized, as under ``script``): the bar is
+    drawn either way."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 120, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = subprocess.Popen([sys.executable, "-c", DRAW], stdin=slave, stdout=slave,
+                             stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert child.wait(timeout=60) == 0, out
+    assert any(line.startswith("training clean: 100%") and "3/3" in line
+               for line in _lines(out.decode(errors="replace"))), out

@@ -9,6 +9,9 @@ the front ends create it: ``cli/`` and the lm-evaluation-harness model (DESIGN.m
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +47,7 @@ class Bars:
             self.close()
             self.stage = event.stage
             self.bar = tqdm(desc=event.stage, total=event.total, initial=event.done,
-                            unit=event.unit, dynamic_ncols=True, smoothing=0.05)
+                            unit=event.unit, smoothing=0.05, **_bar_size())
         elif event.total != self.bar.total:  # a stage whose size became known later
             self.bar.total = event.total
         self.bar.update(event.done - self.bar.n)
@@ -55,6 +58,21 @@ class Bars:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def _bar_size() -> dict[str, Any]:
+    """tqdm's size arguments: its width follows the terminal's, except on a terminal that
+    reports no height (a pseudo-terminal nobody sized: ``script``, some CI runners), where
+    tqdm computes -1 rows and hides every bar; there the size is fixed once, from
+    :func:`shutil.get_terminal_size`'s fallbacks."""
+    try:
+        rows = os.get_terminal_size(sys.stderr.fileno()).lines
+    except (AttributeError, OSError, ValueError):  # not a terminal, or no file descriptor
+        rows = None
+    if rows != 0:
+        return {"dynamic_ncols": True}
+    size = shutil.get_terminal_size()
+    return {"ncols": size.columns, "nrows": size.lines}
 
 
 @contextlib.contextmanager
