@@ -253,6 +253,20 @@ def test_a_run_resumes_in_the_dtype_it_records(tiny_dir, tmp_path, capsys, monke
     assert _config(tmp_path / "new")["dtype"] == "float32"
 
 
+def test_concrete_dtype_resolves_auto_for_the_device_the_backend_computes_on(tmp_path,
+                                                                          monkeypatch):
+    from zerogap import models
+    from zerogap.engine.base import concrete_dtype
+
+    monkeypatch.setattr(models, "CPUINFO", _cpuinfo(tmp_path / "cpuinfo", "avx512_bf16"))
+    assert concrete_dtype("auto", "hf", "cpu") == "bfloat16"
+    assert concrete_dtype(None, "hf", "cpu") == "bfloat16"
+    assert concrete_dtype("float32", "hf", "cpu") == "float32"  # a named dtype is kept
+    _cpuinfo(tmp_path / "cpuinfo")
+    assert concrete_dtype("auto", "hf", "cpu") == "float32"
+    assert concrete_dtype("bfloat16", "hf", "cpu") == "bfloat16"
+
+
 def test_a_run_stored_before_dtypes_were_recorded_resumes_in_float32(tiny_dir, tmp_path,
                                                                      monkeypatch):
     from zerogap import models

@@ -183,7 +183,6 @@ class ZerogapLM(LM):
                                            "max_batch": max_batch})
         self.loaded, self.backend = HFBackend.start(str(pretrained), options)
         self.seed, self.max_gen_toks = seed, max_gen_toks
-        self._device = self.loaded.model.device
         self._patch_sources: dict[str, Any] = {}
         self.stats: dict[str, list[dict]] = {}
 
@@ -272,11 +271,9 @@ class ZerogapLM(LM):
     def _patch_source(self, spec: str) -> Any:
         """A patch source model (shortcut's base), loaded once per spec next to the model."""
         if spec not in self._patch_sources:
-            from zerogap.models import load_model
+            from zerogap.models import load_beside
 
-            dtype = str(self.loaded.model.dtype).removeprefix("torch.")
-            self._patch_sources[spec] = load_model(spec, device=str(self._device),
-                                                   dtype=dtype).model
+            self._patch_sources[spec] = load_beside(spec, self.loaded.model).model
         return self._patch_sources[spec]
 
     def _check_context(self, requests: Sequence[Any], max_new_tokens: int) -> None:

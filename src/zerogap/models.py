@@ -592,3 +592,10 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
     model.to(device)
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, fingerprint=fingerprint,
                        dtype=str(torch_dtype).removeprefix("torch."))
+
+
+def load_beside(spec: str, model) -> LoadedModel:
+    """``spec`` loaded on ``model``'s device in ``model``'s dtype: a patch source (shortcut's
+    base model) computes next to the model it patches."""
+    return load_model(spec, device=str(model.device),
+                      dtype=str(model.dtype).removeprefix("torch."))

@@ -93,11 +93,9 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
         return [stored[q.id] for q in questions]
 
     def load(spec: str):
-        from zerogap.models import load_model
+        from zerogap.models import load_beside
 
-        # The patch source computes next to the model: same device, same dtype.
-        dtype = str(loaded.model.dtype).removeprefix("torch.")
-        return load_model(spec, device=str(loaded.model.device), dtype=dtype).model
+        return load_beside(spec, loaded.model).model
 
     ctx = PrepareContext(m=m, greedy_source=greedy_rows, load_model=load)
     hooks = strategy.prepare(ctx)

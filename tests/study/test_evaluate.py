@@ -352,3 +352,34 @@ def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_stud
     with pytest.raises(ValueError, match="not one of the study's strategies"):
         reduced_study(strategies=("identity",), controls=("railcap",))
 
+
+
+def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
+        reduced_study, tmp_path, monkeypatch):
+    """``auto`` (the demo's default) is resolved before runs are named: on a CPU with
+    AVX512-BF16 the study's runs are the bfloat16 ones, made in bfloat16 (shortcut's base model
+    too), and on a CPU without, the float32 ones, named as before dtypes."""
+    from zerogap import models
+    from zerogap.engine.base import EngineOptions
+    from zerogap.store import RunStore
+    from zerogap.study.run import _plan, prepare
+
+    study = reduced_study(strategies=("identity", "shortcut"))
+    setting = prepare(study)[0]
+    cpuinfo = tmp_path / "cpuinfo"
+    monkeypatch.setattr(models, "CPUINFO", cpuinfo)
+    for flags, dtype in (("avx512f avx512_bf16", "bfloat16"), ("avx512f", "float32")):
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n")
+        out = tmp_path / dtype
+        evaluate(study, out, engine=EngineOptions(dtype="auto"))
+        planned = [j for j in _plan(study, setting, out, dtype)[0] if j.kind in ("sample",
+                                                                                 "greedy")]
+        assert planned and all(job.todo == 0 for job in planned)  # made, under these names
+        assert {j.run_dir for j in planned} == {p for p in (out / "runs").iterdir()}
+        for job in planned:
+            with RunStore(job.run_dir, create=False) as store:
+                assert store.config()["dtype"] == dtype, job.label
+    float32 = {p.name for p in (tmp_path / "float32" / "runs").iterdir()}
+    assert float32.isdisjoint(p.name for p in (tmp_path / "bfloat16" / "runs").iterdir())
+    assert float32 == {j.run_dir.name for j in _plan(study, setting, tmp_path, "float32")[0]
+                       if j.kind in ("sample", "greedy")}

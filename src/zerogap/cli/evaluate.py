@@ -28,7 +28,13 @@ from zerogap.cli.run import (
     engine_options,
 )
 from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
-from zerogap.engine.base import EngineOptions, SamplingSpec, backend_names
+from zerogap.engine.base import (
+    DEFAULT_BACKEND,
+    EngineOptions,
+    SamplingSpec,
+    backend_names,
+    concrete_dtype,
+)
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
 
@@ -130,6 +136,10 @@ def register(subparsers) -> None:
                    help="every strategy on the clean model too (RailCap's always runs)")
     p.add_argument("--ablation", action="store_true",
                    help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
+    p.add_argument("--dtype", default="auto", choices=("float32", "bfloat16", "auto"),
+                   help="weights of the study's runs; auto: bfloat16 where the CPU (AMX-BF16 "
+                        "or AVX512-BF16) or GPU computes it natively, else float32 "
+                        "(default: auto)")
     add_running_arguments(p)
     p.set_defaults(func=_demo)
 
@@ -348,9 +358,10 @@ def _demo(args) -> int:
         raise UserError(f"--questions {questions}: the demo's split holds at most "
                         f"{demo_max_questions()} questions half leaked and half not")
     _check_out(args.out)
+    dtype = concrete_dtype(args.dtype, DEFAULT_BACKEND, args.device)
     models = args.out / "models"
-    print(f"zerogap demo: building the clean and contaminated models in {models}",
-          file=sys.stderr)
+    print(f"zerogap demo: building the clean and contaminated models in {models}; the study "
+          f"samples in {dtype}", file=sys.stderr)
     with progress_bars(args.quiet) as progress:
         build_demo_models(models, progress=progress)
     study = demo_study(models, questions=questions, m=m, controls=args.controls,
@@ -358,6 +369,6 @@ def _demo(args) -> int:
     prepared = _check_study(study, args.out)
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, prepared, args.out, args,
-                      EngineOptions(device=args.device, max_batch=args.batch_size),
+                      EngineOptions(device=args.device, dtype=dtype, max_batch=args.batch_size),
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
-                                + extra])
+                                f" --dtype {dtype}" + extra])

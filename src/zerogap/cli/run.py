@@ -174,9 +174,10 @@ def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> s
     ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
     records, so a stored run resumes as it was made. A run stored before runs recorded their
     dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
-    case the fingerprint check names the mismatch. Otherwise ``auto``. ``auto`` resolves
-    through :func:`zerogap.models.auto_dtype` for the device the backend computes on.
+    case the fingerprint check names the mismatch. Otherwise ``auto``, resolved by
+    :func:`zerogap.engine.base.concrete_dtype`.
     """
+    from zerogap.engine.base import concrete_dtype
     from zerogap.store import DB_NAME, RunStore, inspect_store
 
     dtype = flag
@@ -187,18 +188,7 @@ def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> s
             if config:
                 dtype = config.get("dtype", "float32")
                 break
-    if dtype is None or dtype == "auto":
-        import torch
-
-        from zerogap.engine.base import backend_capabilities
-        from zerogap.models import auto_dtype
-
-        if backend_capabilities(backend).device and device is not None:
-            target = device
-        else:
-            target = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = auto_dtype(target)
-    return dtype
+    return concrete_dtype(dtype, backend, device)
 
 
 def _spec(args, stop):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from zerogap.config import JsonConfig
 from zerogap.progress import ProgressCallback
@@ -69,6 +69,10 @@ class SamplingSpec(JsonConfig):
     stop: tuple[str, ...] = field(default=(), metadata={"help": "strings that end a response"})
 
 
+WeightDtype = Literal["float32", "bfloat16", "auto"]
+"""The weight dtypes a backend loads (:attr:`EngineOptions.dtype`)."""
+
+
 @dataclass(frozen=True)
 class EngineOptions(JsonConfig):
     """How models are loaded: not part of what a run samples (so not of its identity), except
@@ -82,7 +86,7 @@ class EngineOptions(JsonConfig):
     device: str | None = field(default=None, metadata={
         "help": "torch device of the HF engine (default: cuda if present, else cpu)",
         "flag": "--device"})
-    dtype: Literal["float32", "bfloat16", "auto"] = field(default="float32", metadata={
+    dtype: WeightDtype = field(default="float32", metadata={
         "help": "weight dtype; auto: bfloat16 where the device computes it fast",
         "flag": "--dtype"})
     max_batch: int | None = field(default=None, metadata={
@@ -261,6 +265,27 @@ def backend_class(name: str) -> type[Backend]:
 def backend_capabilities(name: str) -> Capabilities:
     """What backend ``name`` can run, without starting it."""
     return backend_class(name).capabilities
+
+
+def concrete_dtype(dtype: str | None, backend: str, device: str | None = None) -> WeightDtype:
+    """``dtype`` as the weights will hold it: ``None`` and ``"auto"`` become
+    :func:`zerogap.models.auto_dtype` of the device ``backend`` computes on (``device`` where the
+    backend takes one, else CUDA if present, else the CPU).
+
+    Runs are named and recorded by this value, never by ``"auto"``, which means bfloat16 on one
+    machine and float32 on the next.
+    """
+    if dtype is None or dtype == "auto":
+        import torch
+
+        from zerogap.models import auto_dtype
+
+        if backend_capabilities(backend).device and device is not None:
+            dtype = auto_dtype(device)
+        else:
+            dtype = auto_dtype("cuda" if torch.cuda.is_available() else "cpu")
+    # A named dtype passes through: EngineOptions checks it against WeightDtype's values.
+    return cast(WeightDtype, dtype)
 
 
 def load_engine(spec: str, backend: str = DEFAULT_BACKEND, options: EngineOptions | None = None

@@ -40,7 +40,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -615,7 +615,7 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
     """
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.io.neurons import save_neurons
-    from zerogap.models import load_model
+    from zerogap.models import load_beside
     from zerogap.pipelines.neurons import (
         Journal,
         journal_path,
@@ -626,7 +626,7 @@ def _locate_neurons(path: Path, study: StudySpec, s: _Setting, models: _Models,
 
     contaminated, clean = models("contaminated"), models("clean")
     tracker.stage(f"{s.spec.name}: loading the base model")
-    base = load_model(s.spec.base, device=str(contaminated.model.device))
+    base = load_beside(s.spec.base, contaminated.model)
     tracker.stage(f"{s.spec.name}: locating shortcut neurons")
     by_id = {q.id: q for q in s.questions}
     leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
@@ -759,8 +759,6 @@ def sweep_config(sweep: SweepSpec):
     """What ``zerogap contaminate --sweep`` builds in ``sweep.models``: the folder's recorded
     :class:`~zerogap.pipelines.contamination.ContaminationConfig` with the sweep's strengths.
     Loads no model; a :class:`~zerogap.errors.ZerogapError` for a folder without a manifest."""
-    from dataclasses import replace
-
     from zerogap.pipelines.contamination import ContaminationConfig
 
     path = Path(sweep.models) / "manifest.json"
@@ -830,10 +828,12 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     what :func:`prepare` returned for this study, where the caller checked it first (the CLI
     does, before it prints anything): its tasks and questions are not loaded again.
     """
-    from zerogap.engine.base import EngineOptions
+    from zerogap.engine.base import EngineOptions, concrete_dtype
 
     out = Path(out)
     engine = engine or EngineOptions(device=device, max_batch=max_batch)
+    # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
+    engine = replace(engine, dtype=concrete_dtype(engine.dtype, study.backend, engine.device))
     prepared = prepare(study) if prepared is None else prepared
     planned = [(s, *_plan(study, s, out, engine.dtype)) for s in prepared]
     state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
