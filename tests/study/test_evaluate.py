@@ -372,6 +372,10 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n")
         out = tmp_path / dtype
         evaluate(study, out, engine=EngineOptions(dtype="auto"))
+        commands = json.loads((out / "study.json").read_text())["commands"]
+        # the command that reruns it names the dtype, unless float32, evaluate's default
+        assert commands[0].endswith(f"study.toml --dtype {dtype}" if dtype != "float32"
+                                    else "study.toml")
         planned = [j for j in _plan(study, setting, out, dtype)[0] if j.kind in ("sample",
                                                                                  "greedy")]
         assert planned and all(job.todo == 0 for job in planned)  # made, under these names

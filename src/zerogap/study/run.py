@@ -872,7 +872,9 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     record = {
         "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,
-        "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}",
+        # The dtype is no study key (float32 studies' runs keep their names): say it here.
+        "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
+                     + (f" --dtype {engine.dtype}" if engine.dtype != "float32" else ""),
                      f"zerogap report {out}"],
         "versions": _versions(),
     }
