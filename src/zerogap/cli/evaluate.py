@@ -24,6 +24,7 @@ from zerogap.cli.flags import (
 from zerogap.cli.run import (
     SAMPLING_FLAGS,
     add_chat_arguments,
+    add_dtype_argument,
     add_engine_arguments,
     engine_options,
 )
@@ -136,10 +137,7 @@ def register(subparsers) -> None:
                    help="every strategy on the clean model too (RailCap's always runs)")
     p.add_argument("--ablation", action="store_true",
                    help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
-    p.add_argument("--dtype", default="auto", choices=("float32", "bfloat16", "auto"),
-                   help="weights of the study's runs; auto: bfloat16 where the CPU (AMX-BF16 "
-                        "or AVX512-BF16) or GPU computes it natively, else float32 "
-                        "(default: auto)")
+    add_dtype_argument(p, "auto")
     add_running_arguments(p)
     p.set_defaults(func=_demo)
 

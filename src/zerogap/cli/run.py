@@ -72,6 +72,15 @@ def add_chat_arguments(p) -> None:
                         "then a blank line); recorded with the run (default: none)")
 
 
+def add_dtype_argument(p: argparse.ArgumentParser, default: str | None) -> None:
+    """``--dtype``; ``default`` None: the dtype the run directory records, else auto."""
+    default_help = ("the dtype the run directory records, else auto" if default is None
+                    else default)
+    p.add_argument("--dtype", default=default, choices=("float32", "bfloat16", "auto"),
+                   help="weight dtype; auto: bfloat16 where the CPU (AMX-BF16 or "
+                        f"AVX512-BF16) or GPU computes it natively (default: {default_help})")
+
+
 def add_engine_arguments(p: argparse.ArgumentParser, *, dtype_default: str | None = "float32"
                          ) -> None:
     """The weight dtype and vLLM's flags (``zerogap sample``, ``greedy`` and ``evaluate``).
@@ -79,11 +88,7 @@ def add_engine_arguments(p: argparse.ArgumentParser, *, dtype_default: str | Non
     ``dtype_default`` None (``sample`` and ``greedy``): the dtype the run directory records,
     else ``auto`` (:func:`run_dtype`).
     """
-    default_help = ("the dtype the run directory records, else auto" if dtype_default is None
-                    else dtype_default)
-    p.add_argument("--dtype", default=dtype_default, choices=("float32", "bfloat16", "auto"),
-                   help="weight dtype; auto: bfloat16 where the CPU (AMX-BF16 or "
-                        f"AVX512-BF16) or GPU computes it natively (default: {default_help})")
+    add_dtype_argument(p, dtype_default)
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N",
                    help="vLLM: GPUs per model replica (tensor parallel)")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="P",
