@@ -136,6 +136,8 @@ def time_vllm(job: dict, dtype: str, python: Path, tmp: Path) -> dict:
 
 def lmeval_missing(python: Path) -> str | None:
     """Why the lm-eval peer cannot run with ``python``, or None."""
+    if not python.is_file():
+        return f"no Python at {python}"
     probe = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
                             "print(m.version('lm_eval'))"], capture_output=True, text=True)
     if probe.returncode != 0:
