@@ -128,3 +128,62 @@ def test_power_grows_with_the_questions():
     # questions (the half-width by about sqrt(6))
     assert many.interval[0] > few.interval[1]
     assert half_many < half_few / 1.8
+
+
+def _measured(leaked_mitigated, m=12, n=48, seed=0):
+    """Counts of a measured study: the clean model never solves any question, Identity solves
+    the leaked half always, and the mitigation solves each leaked question at
+    ``leaked_mitigated`` (an array over the leaked questions); nobody solves the other half, so
+    every question shares one stratum and only the leaked terms vary."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    leaked = np.arange(n) < n // 2
+    clean = np.zeros(n)
+    identity = np.where(leaked, 1.0, 0.0)
+    mitigated = np.where(leaked, np.resize(leaked_mitigated, n), 0.0)
+    counts = [(rng.binomial(m, p), np.full(n, m)) for p in (clean, mitigated, identity)]
+    return (*counts, leaked)
+
+
+def test_a_mitigation_that_moves_questions_unevenly_needs_more_questions():
+    import numpy as np
+
+    from zerogap.calibration import measured_power
+
+    # Both mitigations halve Identity's inflation on average; one by solving every leaked
+    # question half the time, the other by restoring half of them fully and leaving the rest.
+    # Only the second varies between questions, so its estimate spreads more at any m: by
+    # construction about sqrt(m) times more (the terms' variances are 1/4 and 1/(4 m)), here
+    # at least twice; the swap test's interval follows the terms' root mean square, sqrt(2)
+    # times larger. The study is measured at m = 40 so that the posteriors are sharp.
+    even = measured_power(*_measured(np.array([0.5]), m=40), 48, 12, 30, resamples=200)
+    uneven = measured_power(*_measured(np.array([0.0, 1.0]), m=40), 48, 12, 30, resamples=200)
+    assert even.difference == pytest.approx(uneven.difference, abs=0.08)
+    assert uneven.sd > 2 * even.sd
+    assert uneven.half_width > 1.2 * even.half_width
+    # the normal-approximation power falls as the spread grows, for the same effect
+    assert uneven.power_for(0.135) < even.power_for(0.135)
+
+
+def test_measured_power_refuses_a_study_without_both_kinds_of_question():
+    import numpy as np
+
+    from zerogap.calibration import measured_power
+
+    clean, a, b, leaked = _measured(np.array([0.5]))
+    with pytest.raises(ValueError, match="leaked and unleaked"):
+        measured_power(clean, a, b, np.ones_like(leaked), 48, 12, 2)
+
+
+@pytest.mark.slow
+def test_measured_power_holds_its_level_between_equal_strategies():
+    import numpy as np
+
+    from zerogap.calibration import measured_power
+
+    # a and b measured alike (the same true solve probabilities): the one-sided test rejects
+    # "a below b" at most at its nominal level.
+    clean, a, _, leaked = _measured(np.array([0.0, 1.0]))
+    rate = measured_power(clean, a, a, leaked, 48, 12, REPS, resamples=999).rejected
+    assert_at_most_nominal(rate)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from zerogap.metrics import strata
+from zerogap.solve_prior import SolvePrior, fit_solve_prior
 from zerogap.uncertainty import (
     _stratified_means,
     choose_bins,
@@ -204,3 +206,92 @@ def paired_power(n: int, m: int, reps: int, *, effect: float = 0.135, alpha: flo
         both = compare(gaps, "s0", "s1")
         widths.append((both.high - both.low) / 2)
     return Rate(hits, reps), float(np.nanmean(widths))
+
+
+def posterior_draws(prior: SolvePrior, rng: np.random.Generator) -> np.ndarray:
+    """(N,) one solve probability per question, drawn from its posterior under ``prior``."""
+    cdf = np.cumsum(prior.posterior, axis=1)  # (N, G)
+    u = rng.random(cdf.shape[0]) * cdf[:, -1]
+    index = (cdf < u[:, None]).sum(axis=1)
+    return prior.grid[np.minimum(index, prior.grid.size - 1)]
+
+
+@dataclass(frozen=True)
+class MeasuredPower:
+    """The paired SA-PPG test of two measured strategies in simulated studies of ``n`` questions
+    at ``m`` samples (:func:`measured_power`).
+
+    ``rejected``: replicates whose one-sided test found ``a`` below ``b``; ``half_width``: the
+    mean half-width of the two-sided interval; ``critical``: the mean distance from the estimate
+    to its one-sided bound (the test rejects when the estimate lies further below 0 than that);
+    ``difference`` and ``sd``: the mean and the standard deviation of the estimated difference
+    over replicates (its real sampling spread, new questions included); ``covered``: replicates
+    whose two-sided interval holds ``difference``, the expectation it is for.
+    """
+
+    n: int
+    m: int
+    rejected: Rate
+    half_width: float
+    critical: float
+    difference: float
+    sd: float
+    covered: Rate
+
+    def power_for(self, effect: float) -> float:
+        """Power of the one-sided test for a true difference of ``effect`` (a below b by that
+        much), if the estimate spreads as here and the test's critical distance stays the same:
+        P(estimate < -critical), by the normal approximation."""
+        return NormalDist().cdf((effect - self.critical) / self.sd)
+
+
+def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: float = 0.05,
+                   resamples: int = 2000, seed: int = 0) -> MeasuredPower:
+    """The power calculation of :func:`paired_power`, with the strategies a study measured.
+
+    :func:`planned_pair`'s mitigation removes the same share of every leaked question's
+    inflation, so every question's term moves alike; a real one (RailCap on templated answers)
+    helps some questions, leaves others and damages some the clean model solves, and that spread
+    between questions widens the interval at any m. Here each replicate draws a new benchmark
+    from the measured one: ``n`` questions with replacement, half from the leaked ones and half
+    from the others, each with true solve probabilities for the clean model, ``a`` and ``b``
+    drawn from its empirical-Bayes posteriors (:func:`zerogap.solve_prior.fit_solve_prior`, one
+    prior per model), then ``m`` new samples of each; the study's own tests score it.
+
+    Parameters
+    ----------
+    clean, a, b : tuple of array-like of int, each (correct, samples), shape (n_measured,)
+        A study's counts on the same questions: the clean reference batch and two strategies.
+    leaked : array-like of bool, shape (n_measured,)
+    n, m : int
+        The simulated study's questions (half leaked) and samples per question.
+    reps : int
+        Simulated studies.
+    """
+    rng = np.random.default_rng(seed)
+    priors = [fit_solve_prior(*counts) for counts in (clean, a, b)]
+    leaked = np.asarray(leaked, bool)
+    pools = (np.flatnonzero(leaked), np.flatnonzero(~leaked))
+    if min(pool.size for pool in pools) == 0:
+        raise ValueError("measured_power needs leaked and unleaked questions")
+    bins = choose_bins(n)
+    hits, widths, critical, estimates, bounds = 0, [], [], [], []
+    for r in range(reps):
+        chosen = np.concatenate([rng.choice(pools[0], (n + 1) // 2),
+                                 rng.choice(pools[1], n // 2)])
+        p_clean, p_a, p_b = (posterior_draws(prior, rng)[chosen] for prior in priors)
+        c, x, y = (rng.binomial(m, p) for p in (p_clean, p_a, p_b))
+        gaps = gap_intervals(c, np.full(n, m), [x, y], np.full((2, n), m), bins=bins,
+                             level=1 - alpha, n_resamples=resamples, seed=r)
+        less = compare(gaps, "s0", "s1", alternative="less")
+        hits += less.significant
+        critical.append(less.high - less.difference)
+        both = compare(gaps, "s0", "s1")
+        widths.append((both.high - both.low) / 2)
+        estimates.append(both.difference)
+        bounds.append((both.low, both.high))
+    mean = float(np.mean(estimates))
+    covered = sum(low <= mean <= high for low, high in bounds)
+    return MeasuredPower(n, m, Rate(hits, reps), float(np.nanmean(widths)),
+                         float(np.nanmean(critical)), mean, float(np.std(estimates, ddof=1)),
+                         Rate(covered, reps))
