@@ -28,9 +28,12 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     assert setting.task == "arith" and setting.limit == 10 and study.m == 4
     assert setting.clean == str(tmp_path / "clean")
     assert setting.split_file == str(tmp_path / "split.json")
-    # shortcut neurons scored on the demo's own questions (leaked half included), B = 512
+    # shortcut neurons scored on the demo's own questions (leaked half included), B = 512,
     assert study.calibration_size == 10 and study.neuron_block == 512
     assert study.control_labels() == ["railcap"]  # RailCap's collateral damage, always
+    # at the default size, on the first 64 of them (leaked and unleaked in turn), so that
+    # location stays under a fifth of the study
+    assert demo_study(tmp_path).calibration_size == 64 < demo_study(tmp_path).settings[0].limit
     wide = demo_study(tmp_path, controls=True, ablation=True)
     assert wide.control_labels() == [s for s in wide.labels()
                                      if s not in ("identity", "all-zero")]

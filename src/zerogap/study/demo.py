@@ -11,20 +11,25 @@ from pathlib import Path
 from zerogap.progress import ProgressCallback
 from zerogap.study.spec import SettingSpec, StudySpec
 
-# The demo's size, from the power calculation (docs/demo-design.md section 6,
-# bench/demo_power.py): the smallest grid point whose paired SA-PPG interval is at most 0.06
-# wide on each side, with power >= 0.9 for the paper's RailCap-vs-Identity difference of 0.135.
-DEMO_QUESTIONS = 96
-DEMO_M = 12
+# The demo's size, from the power calculation with the spread between questions a study of
+# these models measured (docs/demo-design.md section 6, bench/demo_power.py --study): every
+# question of the laptop preset's split (64 leaked, 64 not) at the m whose paired SA-PPG
+# interval is narrowest there. Power for the paper's RailCap-vs-Identity difference of 0.135
+# is 0.98; the 0.06 half-width targeted would need about 384 questions (0.091 here).
+DEMO_QUESTIONS = 128
+DEMO_M = 8
 DEMO_MAX_NEW_TOKENS = 48
 # Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
 # B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
 # (the authors score the test set, leaked half included) for the 2 blocks of highest
-# comparative score: one unpatched and four patched greedy passes instead of 176. At the
-# powered size location measured 19-22% of the study's jobs, 18% since questions are encoded
-# in batches (docs/demo-design.md section 2).
+# comparative score: one unpatched and four patched greedy passes instead of 176. Location
+# grows with the scoring set, the sampling runs with questions x m: scored on all 128 questions
+# at m = 8 it took 25% of the study's jobs, so it scores the first 64 (32 leaked, 32 not), which
+# keeps it under the fifth targeted with room for the run-to-run spread measured (18-22% at a
+# fixed size; docs/demo-design.md section 2).
 DEMO_NEURON_BLOCK = 512
 DEMO_NEURON_CANDIDATES = 2
+DEMO_CALIBRATION_SIZE = 64
 
 
 def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M,
@@ -39,7 +44,8 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
                           contaminated=str(models / "contaminated"), task="arith",
                           split_file=str(models / "split.json"), limit=questions)
     return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
-                     calibration_size=questions, neuron_block=DEMO_NEURON_BLOCK,
+                     calibration_size=min(questions, DEMO_CALIBRATION_SIZE),
+                     neuron_block=DEMO_NEURON_BLOCK,
                      neuron_candidates=DEMO_NEURON_CANDIDATES, controls=("railcap",),
                      all_controls=controls, ablation=ablation,
                      title="zerogap demo (embedded model)")
