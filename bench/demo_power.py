@@ -19,12 +19,12 @@ greedy decodes and neuron location with N). The demo's targets: half-width <= 0.
 """
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from zerogap.analysis.folder import read_study_folder
 from zerogap.calibration import measured_power, paired_power
 from zerogap.io.counts import read_counts
 
@@ -50,7 +50,7 @@ def planned(args):
 
 def measured(args):
     folder = Path(args.study)
-    setting = json.loads((folder / "study.json").read_text())["settings"][0]
+    setting = read_study_folder(folder).settings[0]
     paths = {"clean": setting["counts"]["clean"], **setting["counts"]["strategies"]}
     clean, a, b = (read_counts(folder / paths[name]) for name in ("clean", *args.pair))
     if not clean.ids == a.ids == b.ids:

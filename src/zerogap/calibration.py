@@ -12,13 +12,13 @@ Pure numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
 
 from zerogap.metrics import strata
-from zerogap.solve_prior import SolvePrior, fit_solve_prior
+from zerogap.solve_prior import fit_solve_prior
 from zerogap.uncertainty import (
     _stratified_means,
     choose_bins,
@@ -208,14 +208,6 @@ def paired_power(n: int, m: int, reps: int, *, effect: float = 0.135, alpha: flo
     return Rate(hits, reps), float(np.nanmean(widths))
 
 
-def posterior_draws(prior: SolvePrior, rng: np.random.Generator) -> np.ndarray:
-    """(N,) one solve probability per question, drawn from its posterior under ``prior``."""
-    cdf = np.cumsum(prior.posterior, axis=1)  # (N, G)
-    u = rng.random(cdf.shape[0]) * cdf[:, -1]
-    index = (cdf < u[:, None]).sum(axis=1)
-    return prior.grid[np.minimum(index, prior.grid.size - 1)]
-
-
 @dataclass(frozen=True)
 class MeasuredPower:
     """The paired SA-PPG test of two measured strategies in simulated studies of ``n`` questions
@@ -279,8 +271,9 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
     for r in range(reps):
         chosen = np.concatenate([rng.choice(pools[0], (n + 1) // 2),
                                  rng.choice(pools[1], n // 2)])
-        p_clean, p_a, p_b = (posterior_draws(prior, rng)[chosen] for prior in priors)
-        c, x, y = (rng.binomial(m, p) for p in (p_clean, p_a, p_b))
+        # Each drawn question, repeats included, gets its own posterior-predictive count.
+        c, x, y = (replace(prior, group=prior.group[chosen]).draw_second_batch(rng, 1, m)[0]
+                   for prior in priors)
         gaps = gap_intervals(c, np.full(n, m), [x, y], np.full((2, n), m), bins=bins,
                              level=1 - alpha, n_resamples=resamples, seed=r)
         less = compare(gaps, "s0", "s1", alternative="less")

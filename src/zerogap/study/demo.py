@@ -15,7 +15,7 @@ from zerogap.study.spec import SettingSpec, StudySpec
 # these models measured (docs/demo-design.md section 6, bench/demo_power.py --study): every
 # question of the laptop preset's split (64 leaked, 64 not) at the m whose paired SA-PPG
 # interval is narrowest there. Power for the paper's RailCap-vs-Identity difference of 0.135
-# is 0.98; the 0.06 half-width targeted would need about 384 questions (0.091 here).
+# is 0.99; the 0.06 half-width targeted would need about 384 questions (0.091 here).
 DEMO_QUESTIONS = 128
 DEMO_M = 8
 DEMO_MAX_NEW_TOKENS = 48
