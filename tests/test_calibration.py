@@ -58,6 +58,39 @@ def test_paired_test_holds_its_level(n, m, bins, shift, metric):
         assert_at_most_nominal(rate)
 
 
+def test_the_weak_null_holds_its_level_when_strategies_differ_question_by_question():
+    # a moves one random half of the questions, b the other: they differ on every question
+    # and are equal on average over new benchmarks, by symmetry. The weak null's test keeps
+    # its level; the swap test, whose sharp null is false here, rejects less (it is wider).
+    for metric in ("sa_ppg", "a_ppg"):
+        weak = paired_null(40, 8, 5, REPS, metric=metric, shift=0.3, uneven=True, null="mean",
+                           resamples=9)
+        assert weak.untestable == 0
+        assert_near_nominal(weak)
+    sharp = paired_null(40, 8, 5, REPS, shift=0.3, uneven=True, resamples=999)
+    assert_at_most_nominal(sharp)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "m", "bins", "shift"), [
+    (12, 6, 5, 0.3),      # strata of two or three questions, many of them alone
+    (24, 8, 5, 0.3),
+    (40, 8, 5, 0.0),
+    (100, 10, 10, 0.3),
+    (128, 8, 5, 0.3),     # the demo's size
+    (200, 4, 5, 0.3),
+])
+@pytest.mark.parametrize("uneven", [False, True])
+def test_the_weak_null_holds_its_level(n, m, bins, shift, uneven):
+    rate = paired_null(n, m, bins, 400, shift=shift, uneven=uneven, null="mean", resamples=9,
+                       seed=n + m)
+    if n >= 24:
+        assert rate.untestable < 40
+        assert_near_nominal(rate)
+    else:
+        assert_at_most_nominal(rate)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("n", "m", "bins", "shift"), [
     (12, 6, 50, 0.0),
@@ -174,6 +207,34 @@ def test_measured_power_refuses_a_study_without_both_kinds_of_question():
     clean, a, b, leaked = _measured(np.array([0.5]))
     with pytest.raises(ValueError, match="leaked and unleaked"):
         measured_power(clean, a, b, np.ones_like(leaked), 48, 12, 2)
+
+
+@pytest.mark.slow
+def test_the_weak_null_interval_is_as_wide_as_the_estimate_spreads():
+    import numpy as np
+
+    from zerogap.calibration import measured_power
+
+    # A mitigation measured (m = 40, so the posteriors are sharp) as helping every leaked
+    # question fully (the clean model never solves them, Identity always does) and damaging
+    # the others (the clean model and Identity always solve them, the mitigation half the
+    # time): per-question differences -1 and about +0.5, each in its own clean stratum. The
+    # swap test's interval follows their root mean square; by construction the estimate
+    # varies only through the damaged questions' binomial noise, which is what the weak null's
+    # interval follows: it is much narrower, near 1.96 sd, and holds the mean estimate.
+    rng = np.random.default_rng(0)
+    leaked = np.arange(48) < 24
+    truth = {"clean": np.where(leaked, 0.0, 1.0), "mitigation": np.where(leaked, 0.0, 0.5),
+             "identity": np.ones(48)}
+    counts = {k: (rng.binomial(40, p), np.full(48, 40)) for k, p in truth.items()}
+    study = (counts["clean"], counts["mitigation"], counts["identity"], leaked)
+    mean = measured_power(*study, 96, 8, REPS, null="mean", resamples=9, seed=5)
+    sharp = measured_power(*study, 96, 8, REPS, resamples=999, seed=5)
+    assert mean.sd == sharp.sd and mean.difference == sharp.difference
+    low, high = mean.covered.interval
+    assert low <= 1 - NOMINAL <= high, f"{mean.covered}: coverage away from 0.95"
+    assert mean.half_width == pytest.approx(1.96 * mean.sd, rel=0.2)
+    assert mean.half_width < 0.5 * sharp.half_width
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.analysis.sensitiv
         "zerogap.analysis.design", "zerogap.analysis.tables", "zerogap.study.spec",
         "zerogap.solve_prior", "zerogap.calibration", "zerogap.readout", "zerogap.io",
         "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.io.lmeval",
-        "zerogap.metrics",
+        "zerogap.metrics", "zerogap.student_t",
         "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
         "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
         "zerogap.cli.lmeval", "zerogap.engine.base")

@@ -144,9 +144,12 @@ def test_small_benchmarks_are_tested_exactly_by_enumeration():
         assert "exact" in c.method
 
 
-@pytest.mark.parametrize("metric", ["sa_ppg", "s_delta_minus", "a_ppg", "g_app", "g_ap"])
+@pytest.mark.parametrize(("metric", "null"), [
+    ("sa_ppg", "sharp"), ("s_delta_minus", "sharp"), ("a_ppg", "sharp"), ("g_app", "sharp"),
+    ("g_ap", "sharp"), ("sa_ppg", "mean"), ("s_delta_plus", "mean"), ("a_ppg", "mean"),
+])
 @pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
-def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, alternative):
+def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, null, alternative):
     rng = np.random.default_rng(0)
     decided = set()
     for trial in range(40):
@@ -160,7 +163,7 @@ def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, altern
         gaps = gap_intervals(clean, np.full(n, 6), [a, b], np.full((2, n), 6), bins=5,
                              n_resamples=400, seed=trial, draw_clean=draws[0],
                              draw_mitigated=draws[1])
-        c = compare(gaps, "s0", "s1", metric=metric, alternative=alternative)
+        c = compare(gaps, "s0", "s1", metric=metric, alternative=alternative, null=null)
         if c.reason is not None:
             continue
         excludes = c.low > 0 or c.high < 0
@@ -168,6 +171,71 @@ def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, altern
         assert c.low <= c.difference <= c.high
         decided.add(c.significant)
     assert decided == {True, False}  # both outcomes were exercised
+
+
+def test_the_weak_null_on_one_stratum_is_the_paired_t_test():
+    # A-PPG has no strata: the stratified t reduces to Student's paired t on n - 1 df.
+    from zerogap.student_t import t_cdf, t_quantile
+
+    clean, m, mit, mit_m = synthetic_runs(n=50, m=10, k=2, seed=3)
+    gaps = gap_intervals(clean, m, mit, mit_m)
+    c = compare(gaps, "s0", "s1", metric="a_ppg", null="mean")
+    r = clean / 10
+    d = np.abs(mit[0] / 10 - r) - np.abs(mit[1] / 10 - r)
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    assert c.difference == pytest.approx(d.mean())
+    assert c.p_value == pytest.approx(2 * t_cdf(-abs(d.mean()) / se, 49), rel=1e-9)
+    assert c.high - c.difference == pytest.approx(t_quantile(0.975, 49) * se, rel=1e-9)
+    assert "49.0 df" in c.method
+
+
+def test_the_weak_null_interval_follows_the_spread_within_strata():
+    # a restores questions the clean model never solves (Identity gets them all) and damages
+    # the ones it always solves: per-question differences near -0.85 in one stratum and +0.75
+    # in the other. The swap test's interval follows their root mean square (about 0.8); the
+    # weak null's follows their spread inside each stratum (about 0.05), by construction far
+    # narrower, and finds the small mean difference the swap test cannot.
+    n = 40
+    clean = np.repeat([0, 10], n // 2)
+    identity = np.full(n, 10)
+    a = np.concatenate([np.resize([1, 2], n // 2), np.resize([2, 3], n // 2)])
+    gaps = gap_intervals(clean, np.full(n, 10), [a, identity], np.full((2, n), 10), bins=5,
+                         names=["a", "identity"])
+    sharp = compare(gaps, "a", "identity")
+    mean = compare(gaps, "a", "identity", null="mean")
+    assert sharp.difference == mean.difference == pytest.approx(-0.05)
+    assert (mean.high - mean.low) < 0.2 * (sharp.high - sharp.low)
+    assert mean.significant and mean.high < 0
+    assert not sharp.significant
+
+
+def test_a_lone_question_in_its_stratum_borrows_its_neighbours_spread():
+    # Strata of one question have no spread of their own; the weak null must still give them
+    # their share of the variance (with a pooled one it would understate it).
+    rng = np.random.default_rng(4)
+    n = 30
+    clean = np.concatenate([np.zeros(n - 1, int), [5]])  # the last question alone mid-range
+    a, b = rng.binomial(10, 0.3, n), rng.binomial(10, 0.3, n)
+    gaps = gap_intervals(clean, np.full(n, 10), [a, b], np.full((2, n), 10), bins=5)
+    c = compare(gaps, "s0", "s1", null="mean")
+    r = clean / 10
+    d = np.abs(a / 10 - r) - np.abs(b / 10 - r)
+    pooled_both = d.var(ddof=1)  # the lone question and its neighbour stratum together
+    expected_se = math.sqrt(d[:-1].var(ddof=1) / (n - 1) + pooled_both) / 2
+    from zerogap.student_t import t_quantile
+
+    half = (c.high - c.low) / 2
+    df = float(c.method.split("(")[1].split()[0])
+    assert half == pytest.approx(t_quantile(0.975, df) * expected_se, rel=1e-3)
+
+
+def test_the_null_is_checked():
+    clean, m, mit, mit_m = synthetic_runs(n=40, k=2)
+    gaps = gap_intervals(clean, m, mit, mit_m)
+    with pytest.raises(ValueError, match="null must be one of sharp, mean"):
+        compare(gaps, "s0", "s1", null="weak")
+    with pytest.raises(ValueError, match="null='mean' needs a weighted-sum metric"):
+        compare(gaps, "s0", "s1", metric="g_app", null="mean")
 
 
 def test_a_clear_difference_is_significant_and_seeded():

@@ -80,23 +80,30 @@ class Rate:
 
 
 def paired_null(n: int, m: int, bins: int, reps: int, *, metric: str = "sa_ppg",
-                shift: float = 0.0, resamples: int = 2000, seed: int = 0) -> Rate:
-    """How often the paired test rejects "a equals b" when a and b are equal in distribution.
+                shift: float = 0.0, uneven: bool = False, null: str = "sharp",
+                resamples: int = 2000, seed: int = 0) -> Rate:
+    """How often the paired test rejects "a equals b" when it is true.
 
-    Each replicate draws a new benchmark, moves it by ``shift`` on half the questions (both
-    strategies alike), and samples clean, a and b independently. ``trials`` counts replicates
-    where a test was possible; ``untestable`` the others (too few differing questions).
+    Each replicate draws a new benchmark and a random half of its questions. By default both
+    strategies move that half by ``shift`` (equal in distribution on every question: the sharp
+    null holds). With ``uneven`` a moves that half and b the other one: they differ on every
+    question yet, the halves being random, their expected difference over new benchmarks is 0
+    by symmetry (only the weak null, ``null="mean"``, holds). Clean, a and b are sampled
+    independently. ``trials`` counts replicates where a test was possible; ``untestable`` the
+    others (too few differing questions).
     """
     rng = np.random.default_rng(seed)
     hits = trials = 0
     for r in range(reps):
         p = benchmark(n, rng)
-        q = moved(p, shift, rng)
-        c, a, b = rng.binomial(m, p), rng.binomial(m, q), rng.binomial(m, q)
+        half = rng.random(n) < 0.5
+        qa = np.clip(p + shift * half, 0.0, 1.0)
+        qb = np.clip(p + shift * (~half if uneven else half), 0.0, 1.0)
+        c, a, b = rng.binomial(m, p), rng.binomial(m, qa), rng.binomial(m, qb)
         gaps = gap_intervals(c, np.full(n, m), [a, b], np.full((2, n), m), bins=bins,
-                             n_resamples=resamples, seed=r,
-                             draw_clean=rng.binomial(1, p), draw_mitigated=rng.binomial(1, [q, q]))
-        test = compare(gaps, "s0", "s1", metric=metric)
+                             n_resamples=resamples, seed=r, draw_clean=rng.binomial(1, p),
+                             draw_mitigated=rng.binomial(1, [qa, qb]))
+        test = compare(gaps, "s0", "s1", metric=metric, null=null)
         if test.reason is None:
             trials += 1
             hits += test.significant
@@ -238,7 +245,7 @@ class MeasuredPower:
 
 
 def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: float = 0.05,
-                   resamples: int = 2000, seed: int = 0) -> MeasuredPower:
+                   null: str = "sharp", resamples: int = 2000, seed: int = 0) -> MeasuredPower:
     """The power calculation of :func:`paired_power`, with the strategies a study measured.
 
     :func:`planned_pair`'s mitigation removes the same share of every leaked question's
@@ -259,6 +266,9 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
         The simulated study's questions (half leaked) and samples per question.
     reps : int
         Simulated studies.
+    null : {"sharp", "mean"}, default="sharp"
+        The paired test scored (:func:`zerogap.uncertainty.compare`). The simulated studies
+        depend on ``seed`` alone, so two calls that differ only here score the same studies.
     """
     rng = np.random.default_rng(seed)
     priors = [fit_solve_prior(*counts) for counts in (clean, a, b)]
@@ -276,10 +286,10 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
                    for prior in priors)
         gaps = gap_intervals(c, np.full(n, m), [x, y], np.full((2, n), m), bins=bins,
                              level=1 - alpha, n_resamples=resamples, seed=r)
-        less = compare(gaps, "s0", "s1", alternative="less")
+        less = compare(gaps, "s0", "s1", alternative="less", null=null)
         hits += less.significant
         critical.append(less.high - less.difference)
-        both = compare(gaps, "s0", "s1")
+        both = compare(gaps, "s0", "s1", null=null)
         widths.append((both.high - both.low) / 2)
         estimates.append(both.difference)
         bounds.append((both.low, both.high))
