@@ -10,6 +10,9 @@ from zerogap.io.counts import QuestionCounts
 M = 50
 # 180 questions the clean model solves 2% of the time, 10 at 50%, 10 at 98%
 CLEAN = np.array([1] * 180 + [25] * 10 + [49] * 10)
+# One more correct sample on every other question: per-question differences then spread inside
+# each stratum, as sampled counts always do (the weak null's test reads that spread).
+JITTER = np.tile([0, 1], CLEAN.size // 2)
 IDS = tuple(f"q{i}" for i in range(CLEAN.size))
 
 
@@ -26,13 +29,14 @@ def run(strategies, repeat=None, clean_first=None):
 
 
 def paper_like():
-    """RailCap equals the clean model; identity adds 0.3 to every solve probability (capped):
+    """RailCap equals the clean model up to the jitter; identity adds 0.3 to every solve
+    probability (capped):
     All-Zero then reads a smaller A-PPG than identity (most questions sit near 0) but the
     largest SA-PPG (its gap is 0.5 and 0.98 in the upper strata)."""
     return {
-        "identity": counts(np.minimum(CLEAN + 15, M)),
-        "ted": counts(np.minimum(CLEAN + 10, M)),
-        "railcap": counts(CLEAN),
+        "identity": counts(np.minimum(CLEAN + 15 + JITTER, M)),
+        "ted": counts(np.minimum(CLEAN + 10 + JITTER, M)),
+        "railcap": counts(np.minimum(CLEAN + JITTER, M)),
         "all-zero": counts(np.zeros_like(CLEAN)),
     }
 
@@ -52,9 +56,10 @@ def test_findings_reproduced_where_they_hold_by_construction():
 
 def test_findings_not_reproduced_where_they_are_reversed():
     strategies = paper_like()
-    strategies["railcap"] = counts(np.minimum(CLEAN + 30, M))  # worse than identity
+    strategies["railcap"] = counts(np.minimum(CLEAN + 30 + JITTER, M))  # worse than identity
     strategies["all-zero"] = counts(np.zeros_like(CLEAN))
-    strategies["identity"] = counts(CLEAN + 1)  # nearly the clean model: beats All-Zero
+    # nearly the clean model: beats All-Zero
+    strategies["identity"] = counts(np.minimum(CLEAN + 1 + JITTER, M))
     first = np.zeros(CLEAN.size, int)
     # the two clean batches' single draws agree everywhere, their solve probabilities do not
     got = run(strategies, repeat=counts(np.minimum(CLEAN + 10, M), first), clean_first=first)

@@ -90,7 +90,7 @@ class SettingChecks:
             located = sum(v for k, v in self.seconds.items() if "neurons" in k)
             out.append(f"time: {total:.0f} s for the study's jobs, shortcut-neuron "
                        f"location {located:.0f} s ({located / max(total, 1e-9):.0%})")
-        out.append("findings (one-sided paired tests, alpha 0.05):")
+        out.append("findings (one-sided paired tests of the mean difference, alpha 0.05):")
         out += [f"  {f.sentence()}" for f in self.findings]
         if self.controls is not None:
             out.append("controls on the clean model (collateral damage alone; ~0 is none):")
