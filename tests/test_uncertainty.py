@@ -229,6 +229,16 @@ def test_a_lone_question_in_its_stratum_borrows_its_neighbours_spread():
     assert half == pytest.approx(t_quantile(0.975, df) * expected_se, rel=1e-3)
 
 
+def test_differences_without_spread_inside_strata_are_named_not_tested():
+    # Every question of a kind moves alike: nothing inside a stratum to estimate a spread from.
+    gaps = gap_intervals([5, 0, 9, 2] * 20, [10] * 80,
+                         [[5, 0, 9, 2] * 20, [9, 9, 0, 9] * 20], [[10] * 80] * 2)
+    c = compare(gaps, "s0", "s1", null="mean")
+    assert c.reason == "the per-question differences do not vary within strata"
+    assert math.isnan(c.p_value) and not c.significant
+    assert compare(gaps, "s0", "s1").significant  # the swap test still decides
+
+
 def test_the_null_is_checked():
     clean, m, mit, mit_m = synthetic_runs(n=40, k=2)
     gaps = gap_intervals(clean, m, mit, mit_m)

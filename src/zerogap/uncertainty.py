@@ -586,6 +586,10 @@ def compare(gaps: GapIntervals, a: str, b: str, *, metric: str = "sa_ppg",
 def _mean_null_test(a, b, metric, d, stratum, observed, alpha, reason, common):
     """The weak-null comparison of :func:`compare`: a stratified mean of ``d`` (N,) per-question
     differences over ``stratum`` (N,) labels, with a Welch-Satterthwaite t reference."""
+    common = dict(common, method="stratified t, weak null")
+    if reason is not None:
+        return PairedComparison(a, b, metric, observed, math.nan, math.nan, math.nan,
+                                reason=reason, **common)
     labels, inverse, sizes = np.unique(stratum, return_inverse=True, return_counts=True)
     residual = d - (np.bincount(inverse, d) / sizes)[inverse]
     within = np.bincount(inverse, residual**2) / np.maximum(sizes - 1, 1)  # (S,)
@@ -599,12 +603,10 @@ def _mean_null_test(a, b, metric, d, stratum, observed, alpha, reason, common):
         within[k], part_df[k] = merged.var(ddof=1), merged.size - 1
     parts = within / sizes  # (S,) each stratum's variance of its mean
     se = math.sqrt(float(parts.sum())) / labels.size
-    if reason is None and se <= 1e-12:
-        reason = "the per-question differences do not vary within strata"
-    common = dict(common, method="stratified t, weak null")
-    if reason is not None:
+    if se <= 1e-12:
         return PairedComparison(a, b, metric, observed, math.nan, math.nan, math.nan,
-                                reason=reason, **common)
+                                reason="the per-question differences do not vary within "
+                                "strata", **common)
     # Welch-Satterthwaite: strata whose spread differs (questions the clean model always
     # solves barely move) carry fewer effective degrees of freedom than N - S.
     df = float(parts.sum() ** 2 / (parts**2 / part_df).sum())
