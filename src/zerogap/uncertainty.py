@@ -110,8 +110,9 @@ class PairedComparison:
     A negative difference means ``a`` restores better (reads a smaller gap) than ``b``. For
     ``alternative="less"`` the interval is ``(-inf, high]`` and the p-value tests "a is not
     better"; for ``"greater"`` it is ``[low, inf)``. ``method`` names the test (exact
-    enumeration or Monte Carlo over ``patterns`` swap patterns); ``reason`` is set when no
-    calibrated test is possible (then ``low``, ``high`` and ``p_value`` are NaN).
+    enumeration or Monte Carlo over ``patterns`` swap patterns, or the weak null's stratified t
+    on ``df`` degrees of freedom); ``reason`` is set when no calibrated test is possible (then
+    ``low``, ``high`` and ``p_value`` are NaN).
     """
 
     a: str
@@ -126,6 +127,7 @@ class PairedComparison:
     method: str = ""
     patterns: int = 0
     differing: int = 0
+    df: float = math.nan
     reason: str | None = None
 
     @property
@@ -135,7 +137,7 @@ class PairedComparison:
 
     def to_dict(self) -> dict:
         out = dict(self.__dict__)
-        for key in ("low", "high", "p_value"):
+        for key in ("low", "high", "p_value", "df"):
             if not math.isfinite(out[key]):
                 out[key] = None
         return out
@@ -586,7 +588,7 @@ def compare(gaps: GapIntervals, a: str, b: str, *, metric: str = "sa_ppg",
 def _mean_null_test(a, b, metric, d, stratum, observed, alpha, reason, common):
     """The weak-null comparison of :func:`compare`: a stratified mean of ``d`` (N,) per-question
     differences over ``stratum`` (N,) labels, with a Welch-Satterthwaite t reference."""
-    common = dict(common, method="stratified t, weak null")
+    common = dict(common, method="stratified t, weak null (Welch-Satterthwaite df)")
     if reason is not None:
         return PairedComparison(a, b, metric, observed, math.nan, math.nan, math.nan,
                                 reason=reason, **common)
@@ -610,7 +612,6 @@ def _mean_null_test(a, b, metric, d, stratum, observed, alpha, reason, common):
     # Welch-Satterthwaite: strata whose spread differs (questions the clean model always
     # solves barely move) carry fewer effective degrees of freedom than N - S.
     df = float(parts.sum() ** 2 / (parts**2 / part_df).sum())
-    common["method"] = f"stratified t, weak null ({df:.1f} df)"
     below = t_cdf(observed / se, df)  # small when the difference lies clearly below 0
     alternative = common["alternative"]
     p_value = {"two-sided": min(1.0, 2 * min(below, 1 - below)), "less": below,
@@ -618,7 +619,7 @@ def _mean_null_test(a, b, metric, d, stratum, observed, alpha, reason, common):
     critical = t_quantile(1 - alpha / (2 if alternative == "two-sided" else 1), df) * se
     low = observed - critical if alternative != "less" else -math.inf
     high = observed + critical if alternative != "greater" else math.inf
-    return PairedComparison(a, b, metric, observed, low, high, p_value, **common)
+    return PairedComparison(a, b, metric, observed, low, high, p_value, df=df, **common)
 
 
 def _signed_deltas(gaps: GapIntervals, k: int) -> dict[str, np.ndarray]:

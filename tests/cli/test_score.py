@@ -54,6 +54,26 @@ def test_score_prints_a_table_and_writes_json_that_match_the_metrics(tmp_path, c
         assert all(c["b"] == best for c in pairs)
 
 
+def test_paired_null_mean_tests_the_mean_difference_and_says_so(tmp_path, capsys):
+    out = tmp_path / "scores.json"
+    assert main(score_args("--paired-null", "mean", "--json", str(out))) == 0
+    table = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["settings"]["paired_null"] == "mean"
+    clean = read_counts(EXAMPLES / "clean.jsonl")
+    best = min(STRATEGIES, key=lambda n: result["strategies"][n]["sa_ppg"]["estimate"])
+    for c in (c for c in result["comparisons"] if c["metric"] == "a_ppg"):
+        # A-PPG has no strata: Student's paired t on N - 1 degrees of freedom
+        assert c["df"] == pytest.approx(clean.correct.size - 1)
+        assert "stratified t" in c["method"] and c["low"] < c["difference"] < c["high"]
+        run, ref = (read_counts(EXAMPLES / f"{n}.jsonl").aligned_to(clean) for n in (c["a"], best))
+        r = clean.correct / clean.samples
+        d = np.abs(run.correct / run.samples - r) - np.abs(ref.correct / ref.samples - r)
+        assert c["difference"] == pytest.approx(d.mean())
+    assert "stratified t, weak null" in table and " df" in table
+    assert "paired tests: of the mean difference" in table
+
+
 def test_all_zero_ranks_last_under_sa_ppg_but_not_under_a_ppg(tmp_path):
     out = tmp_path / "s.json"
     main(score_args("--json", str(out), "--resamples", "0"))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -82,6 +82,9 @@ class ScoreSettings(JsonConfig):
     seed: int = field(default=0, metadata={"help": "seed of the tests and draws", "min": 0})
     margin: float = field(default=0.05, metadata={
         "help": "equivalence margin of the restoration verdicts", "min": 0})
+    paired_null: Literal["sharp", "mean"] = field(default="sharp", metadata={
+        "help": "what the paired tests test: sharp (equal on every question, the exact swap "
+                "test) or mean (equal on average, a stratified t)"})
 
     def resolved_bins(self, n_questions: int) -> int:
         """B for a benchmark of ``n_questions``: the setting, or :func:`choose_bins`."""
@@ -334,7 +337,7 @@ def _card(clean: ScoredRun, runs: list[ScoredRun], refs: list[ScoredRun],
     ranked = [r.name for r in runs]
     best = min(ranked, key=lambda n: gaps.estimates[names.index(n)].sa_ppg)
     comparisons = tuple(
-        compare(gaps, name, best, metric=metric)
+        compare(gaps, name, best, metric=metric, null=settings.paired_null)
         for metric in ("sa_ppg", "a_ppg")
         for name in ranked
         if name != best and settings.resamples > 0

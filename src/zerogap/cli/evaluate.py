@@ -28,7 +28,7 @@ from zerogap.cli.run import (
     add_engine_arguments,
     engine_options,
 )
-from zerogap.cli.score import add_scoring_options, score_settings, scoring_changes
+from zerogap.cli.score import SCORING, add_scoring_options, score_settings, scoring_changes
 from zerogap.engine.base import (
     DEFAULT_BACKEND,
     EngineOptions,
@@ -56,7 +56,7 @@ STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "ma
 SETTING_FLAGS = ("clean", "contaminated", "task", "split", "split_file", "limit", "task_option",
                  "chat_template", "system_instruction", "models", "sweep")
 STUDY_FILE_NOTE = ", or the study file's"
-
+REPORT_SCORING = tuple(name for name in SCORING if name != "paired_null")
 
 def register(subparsers) -> None:
     from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS
@@ -121,7 +121,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
                               epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("folder", type=Path, help="a zerogap evaluate folder")
-    add_scoring_options(p, note=", or the study's")
+    # The report prints no paired lines (its findings fix their own test), so no --paired-null.
+    add_scoring_options(p, REPORT_SCORING, note=", or the study's")
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
@@ -332,7 +333,8 @@ def _report(args) -> int:
     )
 
     scoring = study_scoring(read_study_folder(args.folder).record, args.folder / STUDY_FILE)
-    report = write_report(args.folder, score_settings(scoring, scoring_changes(args)))
+    report = write_report(args.folder,
+                          score_settings(scoring, scoring_changes(args, REPORT_SCORING)))
     print(summary_table(report))
     print(f"report: {report.html} (and {report.markdown})")
     return 0

@@ -10,6 +10,7 @@ come from :func:`zerogap.analysis.score.score`; this module only renders them.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from dataclasses import replace
@@ -69,7 +70,7 @@ def add_grading(p, what: str, old: tuple[str, ...] = ()) -> None:
         renamed(p, spelling, "--grading")
 
 
-SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin")
+SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
 
 
 def add_scoring_options(p, names=SCORING, *, note: str = "", group=None) -> None:
@@ -123,9 +124,13 @@ def run(args) -> int:
 INTERVAL_MEANING = (
     "intervals: where each metric's expectation lies for these questions over new samples of "
     "both models at the same m (sampling noise only; the questions are taken as given); "
-    "paired tests: exact when the two strategies are equal in distribution question by "
-    "question, for these questions or a new draw of them"
 )
+PAIRED_MEANING = {
+    "sharp": "paired tests: exact when the two strategies are equal in distribution question "
+             "by question, for these questions or a new draw of them",
+    "mean": "paired tests: of the mean difference over new questions and new samples (the "
+            "strategies equal on average), calibrated by simulation (docs/uncertainty.md)",
+}
 
 
 def _cell(ci) -> str:
@@ -138,7 +143,8 @@ def render_comparison(c) -> str:
     if c.reason is not None:
         return f"{head}, no test: {c.reason}"
     p = "p < 0.001" if c.p_value < 0.001 else f"p = {c.p_value:.3f}"
-    return f"{head} [{c.low:+.4f}, {c.high:+.4f}], {p}"
+    df = f", {c.df:.1f} df" if math.isfinite(c.df) else ""
+    return f"{head} [{c.low:+.4f}, {c.high:+.4f}], {p}{df}"
 
 
 def render_table(card: Scorecard) -> str:
@@ -180,5 +186,5 @@ def render_table(card: Scorecard) -> str:
         lines += ["", f"paired tests against the best strategy by SA-PPG ({card.best}; "
                       f"{card.comparisons[0].method}):"]
         lines += [f"  {render_comparison(c)}" for c in card.comparisons]
-    lines += ["", INTERVAL_MEANING + "."]
+    lines += ["", INTERVAL_MEANING + PAIRED_MEANING[card.settings.paired_null] + "."]
     return "\n".join(lines)
