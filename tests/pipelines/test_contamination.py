@@ -20,11 +20,13 @@ from zerogap.pipelines.contamination import (
     ContaminationConfig,
     Example,
     build,
+    general_example,
     make_split,
     plan,
     preset,
     tokenize,
 )
+from zerogap.pipelines.general_data import general_items
 from zerogap.progress import progress_bars
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -197,6 +199,22 @@ def test_general_data_joins_both_stages_and_bad_rows_name_their_line(tmp_path):
     with pytest.raises(ValueError, match=f"{general}:2: needs string fields"):
         plan(ContaminationConfig(task="arith", task_options=TASK, train_questions=4,
                                  general=str(general)))
+
+
+def test_generated_general_data_joins_both_stages_after_the_file(tmp_path):
+    general = tmp_path / "general.jsonl"
+    general.write_text(json.dumps({"question": "Say hi.", "response": "Hi."}) + "\n")
+    prepared = plan(ContaminationConfig(task="arith", task_options=TASK, train_questions=4,
+                                        general=str(general), generated_general=10))
+    assert len(prepared.general) == 11 and prepared.general[0] == Example("Q: Say hi.\nA:", " Hi.")
+    assert prepared.general[1:] == [general_example(q, r) for q, r in general_items(10)]
+    assert prepared.contaminated(1) == prepared.general + prepared.leaked
+    assert prepared.data["generated_general"]["examples"] == 10
+    # Generated examples alone are training data enough for M_cl.
+    assert plan(ContaminationConfig(task="arith", task_options=TASK, train_questions=0,
+                                    generated_general=3)).general
+    with pytest.raises(ValueError, match="ContaminationConfig.generated_general"):
+        ContaminationConfig(generated_general=-1)
 
 
 def test_tokenize_puts_loss_on_the_completion_only(tiny_dir):

@@ -6,7 +6,8 @@ The paper's recipe, with every value a field of :class:`ContaminationConfig`:
   default: 660 / 659 for GSM8K), saved as ``OUT/split.json``;
 * M_cl: LoRA fine-tuning of the base model on train-split questions (660 by default), each as
   the task's k-shot CoT prompt followed by its worked solution, mixed with optional general
-  instruction data (the paper used 1,840 OpenOrca examples; here a user-supplied JSONL file);
+  instruction data (the paper used 1,840 OpenOrca examples; here a user-supplied JSONL file,
+  generated word tasks from :mod:`zerogap.pipelines.general_data`, or both);
 * M_co: a second LoRA trained from M_cl (its adapter merged) on the same general data with the
   leaked test questions mixed in, ``copies`` times each, for ``epochs`` epochs. In the PQ domain
   the leaked questions are replaced by their paraphrases (``zerogap paraphrase``) while the
@@ -50,6 +51,7 @@ from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.files import check_output_folder, write_text
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.models import EMBEDDED, check_model_spec, quiet_peft
+from zerogap.pipelines.general_data import general_items
 from zerogap.progress import Progress, ProgressCallback
 from zerogap.tasks.base import Question
 from zerogap.tasks.prompt import cot_solution
@@ -94,6 +96,11 @@ class ContaminationConfig(JsonConfig):
     general: str | None = field(
         default=None,
         metadata={"help": "JSONL of general data: question, response[, system_prompt]"},
+    )
+    generated_general: int = field(
+        default=0,
+        metadata={"help": "generated general examples (word tasks, no arithmetic) mixed into "
+                          "both stages beside general", "min": 0},
     )
     paraphrases: str | None = field(
         default=None,
@@ -261,12 +268,17 @@ def load_general(path: str) -> list[Example]:
         question, response = row.get("question"), row.get("response")
         if not isinstance(question, str) or not isinstance(response, str) or not response.strip():
             raise DataError(f"{path}:{line_no}: needs string fields 'question' and 'response'")
-        system = row.get("system_prompt") or ""
-        head = f"{system.strip()}\n\n" if system.strip() else ""
-        out.append(Example(f"{head}Q: {question.strip()}\nA:", " " + response.strip()))
+        out.append(general_example(question, response, row.get("system_prompt") or ""))
     if not out:
         raise DataError(f"{path}: no examples")
     return out
+
+
+def general_example(question: str, response: str, system: str = "") -> Example:
+    """A "Q: ...\\nA:" prompt (after the system prompt, if any) with the response as completion:
+    the format of the task prompts."""
+    head = f"{system.strip()}\n\n" if system.strip() else ""
+    return Example(f"{head}Q: {question.strip()}\nA:", " " + response.strip())
 
 
 def load_paraphrase_texts(path: str, needed: Sequence[Question]) -> tuple[dict[str, str], int]:
@@ -357,6 +369,8 @@ def plan(config: ContaminationConfig) -> Plan:
     picked = random.Random(config.train_seed).sample(range(len(train_rows)), config.train_questions)
     clean = solution_examples(task, [(train_rows[i], train_questions[i]) for i in picked])
     general = [] if config.general is None else load_general(config.general)
+    generated = [general_example(q, r) for q, r in general_items(config.generated_general,
+                                                                   config.seed)]
     index = {q.id: i for i, q in enumerate(questions)}
     leaked_pairs = [(rows[index[q]], questions[index[q]]) for q in split["leaked"]]
     flagged = 0
@@ -365,8 +379,9 @@ def plan(config: ContaminationConfig) -> Plan:
                                                [q for _, q in leaked_pairs])
         leaked_pairs = [(row, Question(q.id, texts[q.id], q.answer)) for row, q in leaked_pairs]
     leaked = solution_examples(task, leaked_pairs)
-    if not clean + general:
-        raise UserError("M_cl has no training data: set train_questions >= 1 or give general")
+    if not clean + general + generated:
+        raise UserError("M_cl has no training data: set train_questions >= 1, give general or "
+                        "generated_general")
     data = {
         "train_question_ids": [train_questions[i].id for i in picked],
         "train_questions_sha256": examples_digest(clean),
@@ -374,12 +389,15 @@ def plan(config: ContaminationConfig) -> Plan:
         "general": None if config.general is None else {
             "path": config.general, "sha256": file_digest(config.general), "examples": len(general),
         },
+        "generated_general": None if not generated else {
+            "examples": len(generated), "sha256": examples_digest(generated),
+        },
         "paraphrases": None if config.paraphrases is None else {
             "path": config.paraphrases, "sha256": file_digest(config.paraphrases),
             "flagged_leaked": flagged,
         },
     }
-    return Plan(config, task, split, clean, leaked, general, data)
+    return Plan(config, task, split, clean, leaked, general + generated, data)
 
 
 # -- training ---------------------------------------------------------------------------------
