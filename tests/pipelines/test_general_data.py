@@ -4,6 +4,10 @@ import re
 
 from zerogap.pipelines.general_data import CATEGORIES, KINDS, OPPOSITES, general_items
 
+# How each kind's question opens; the sentence-building kind is the one left.
+OPENINGS = ("Write these words in reverse order", "Put these words in alphabetical order",
+            "Which of these words names", "What is the opposite", "What letter", 'Write "')
+
 
 def listed(text: str, after: str) -> list[str]:
     """The comma-separated words between ``after`` and the closing punctuation."""
@@ -22,31 +26,26 @@ def test_every_kind_appears_and_each_answer_is_right():
     opposites = {a: b for pair in OPPOSITES for a, b in (pair, pair[::-1])}
     for question, response in items:
         assert not re.search(r"\d", question + response), "no arithmetic in general data"
-        if question.startswith("Write these words in reverse order"):
-            seen.add("Write these words in reverse order")
+        kind = next((p for p in OPENINGS if question.startswith(p)), "sentence")
+        seen.add(kind)
+        if kind == "Write these words in reverse order":
             assert listed(response, ": ") == listed(question, ": ")[::-1]
-        elif question.startswith("Put these words in alphabetical order"):
-            seen.add("Put these words in alphabetical order")
+        elif kind == "Put these words in alphabetical order":
             assert listed(response, ": ") == sorted(listed(question, ": "))
-        elif question.startswith("Which of these words names"):
-            seen.add("Which of these words names")
-            kind = question.split("names ", 1)[1].split(":")[0]
+        elif kind == "Which of these words names":
+            category = question.split("names ", 1)[1].split(":")[0]
             answer = response.split('"')[1]
-            members = [w for w in listed(question, ": ") if w in CATEGORIES[kind]]
+            members = [w for w in listed(question, ": ") if w in CATEGORIES[category]]
             assert members == [answer]
-        elif question.startswith("What is the opposite"):
-            seen.add("What is the opposite")
+        elif kind == "What is the opposite":
             word, other = question.split('"')[1], response.split('"')[3]
             assert opposites[word] == other
-        elif question.startswith("What letter"):
-            seen.add("What letter")
+        elif kind == "What letter":
             word = question.split('"')[1]
             assert response.endswith(f'"{word[0]}".')
-        elif question.startswith("Write \""):
-            seen.add("Write \"")
+        elif kind == 'Write "':
             assert response.split('"')[1] == question.split('"')[1].upper()
         else:
-            seen.add("sentence")
             person, base, thing = question.split('"')[1::2]
             assert response.startswith(person + " ") and response.endswith(f" the {thing}.")
             assert base[:3] in response
