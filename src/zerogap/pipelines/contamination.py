@@ -552,7 +552,9 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     Raises ``KeyboardInterrupt`` after an interrupted run has saved its checkpoint.
     """
     import torch
-    from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
+    from transformers import DataCollatorForSeq2Seq, TrainingArguments
+
+    from zerogap.pipelines.prefix_training import PrefixSharingTrainer
 
     bf16 = _use_bf16(config.precision)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -571,8 +573,9 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
         use_cpu=not torch.cuda.is_available(),
     )
     collator = DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=IGNORE_INDEX)
-    trainer = Trainer(model=model, args=args, train_dataset=tokenize(tokenizer, examples),
-                      data_collator=collator)
+    trainer = PrefixSharingTrainer(model=model, args=args,
+                                   train_dataset=tokenize(tokenizer, examples),
+                                   data_collator=collator, ignore_index=IGNORE_INDEX)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log line; the bar shows the loss
