@@ -75,6 +75,7 @@ KEY_DAMAGE = {
     "leaked not ids": (lambda r: _entry(r).update(leaked=[1, 2]),
                        "settings[0].leaked: expected a list of strings"),
     "commands not strings": (lambda r: r.update(commands=[{"x": 1}]), "commands: expected"),
+    "dtype not text": (lambda r: r.update(dtype=16), "dtype: expected"),
     "counts path escapes": (lambda r: _entry(r)["counts"]["strategies"].update(
         ted="../../etc/passwd"), "settings[0].counts.strategies.ted: '../../etc/passwd' is not"),
     "counts file renamed": (lambda r: _entry(r)["counts"].update(repeat="counts/nope.jsonl"),
@@ -146,9 +147,9 @@ def test_a_deeply_nested_study_file_is_one_line(folder, capsys):
 
 
 def test_null_optional_keys_take_their_defaults(folder, capsys):
-    """``title``, ``commands`` and ``versions`` may be null (as hypothesis found ``versions``
-    crashing the HTML template): the report is written with their defaults."""
-    _edit(folder, lambda r: r.update(title=None, commands=None, versions=None))
+    """``title``, ``commands``, ``versions`` and ``dtype`` may be null (as hypothesis found
+    ``versions`` crashing the HTML template): the report is written with their defaults."""
+    _edit(folder, lambda r: r.update(title=None, commands=None, versions=None, dtype=None))
     assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
     assert "## Reproduce" in (folder / "report.md").read_text()
     assert "<title>zerogap restoration study: study</title>" in (folder / "report.html").read_text()

@@ -376,6 +376,10 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
         # the command that reruns it names the dtype, unless float32, evaluate's default
         assert commands[0].endswith(f"study.toml --dtype {dtype}" if dtype != "float32"
                                     else "study.toml")
+        # and the report says which dtype the weights held, in both its forms
+        assert json.loads((out / "study.json").read_text())["dtype"] == dtype
+        assert f"- sampled with the weights in {dtype}" in (out / "report.md").read_text()
+        assert f"weights in {dtype}," in (out / "report.html").read_text()
         planned = [j for j in _plan(study, setting, out, dtype)[0] if j.kind in ("sample",
                                                                                  "greedy")]
         assert planned and all(job.todo == 0 for job in planned)  # made, under these names

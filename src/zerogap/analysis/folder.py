@@ -205,6 +205,7 @@ def read_study_folder(folder: str | os.PathLike) -> StudyFolder:
     check.get(study, "scoring", "", dict, optional=True)
     study_scoring(study, path)
     check.strings(study, "commands", "", optional=True)
+    check.get(study, "dtype", "", str, optional=True)
     versions = check.get(study, "versions", "", dict, optional=True) or {}
     for key, value in versions.items():
         if not isinstance(value, str):

@@ -250,6 +250,8 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
                      f"questions; clean `{e['clean']['spec']}` ({e['clean']['fingerprint']}), "
                      f"contaminated `{e['contaminated']['spec']}` "
                      f"({e['contaminated']['fingerprint']})")
+    if study.get("dtype"):
+        lines.append(f"- sampled with the weights in {study['dtype']}")
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]
@@ -314,6 +316,7 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
         commands=study.get("commands") or [], versions=study.get("versions") or {},
+        dtype=study.get("dtype"),
         checks=checks,
         headlines=[{"title": t, "caption": cap,
                     "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
