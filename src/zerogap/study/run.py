@@ -872,10 +872,9 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     record = {
         "format": STUDY_FORMAT, "version": 1, "title": study.title or out.name,
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,
-        # The weights' dtype moves every figure in its last bits (and the models a preset
-        # trains): the report states it beside the sampling settings.
+        # The dtype is no study key (float32 studies' runs keep their names), yet it moves the
+        # draws: the record and the rerun command say it, and the report states it.
         "dtype": engine.dtype,
-        # The dtype is no study key (float32 studies' runs keep their names): say it here.
         "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
                      + (f" --dtype {engine.dtype}" if engine.dtype != "float32" else ""),
                      f"zerogap report {out}"],
