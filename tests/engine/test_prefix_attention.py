@@ -7,7 +7,7 @@ import torch
 from helpers import PAIRS, VOCAB
 from zerogap.decoding.blocking import entropy
 from zerogap.decoding.shortcut import NeuronPatch
-from zerogap.engine import greedy, noise, sample
+from zerogap.engine import attention, greedy, noise, sample
 from zerogap.engine.attention import Questions, cascade, check_supported, key_mask
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hf import _stop_tokens
@@ -26,9 +26,14 @@ def _plain_attention(q, k, v, scaling):
     return (scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v).transpose(1, 2)
 
 
+@pytest.mark.parametrize("kernel", ["cpu-flash", "explicit"])
 @pytest.mark.parametrize("with_questions", [False, True])
 @pytest.mark.parametrize("prefix_len", [0, 7])
-def test_cascade_equals_softmax_over_prefix_question_and_own_keys(prefix_len, with_questions):
+def test_cascade_equals_softmax_over_prefix_question_and_own_keys(prefix_len, with_questions,
+                                                                  kernel, monkeypatch):
+    # "explicit" is the path a GPU takes (no CPU flash kernel there), checked here on the CPU.
+    if kernel == "explicit":
+        monkeypatch.setattr(attention, "_attend_with_lse", attention._attend_with_lse_explicit)
     torch.manual_seed(0)
     rows, heads, kv_heads, dim, width = 5, 6, 2, 8, 9
     lengths = torch.tensor([9, 3, 1, 6, 9])  # own tokens per row; the rest of the width is junk
@@ -53,6 +58,35 @@ def test_cascade_equals_softmax_over_prefix_question_and_own_keys(prefix_len, wi
         v = torch.cat([pv[0], *mid_v, ov[r, :, :n]], 1)[None]
         want = _plain_attention(q[r : r + 1], k, v, 0.3)
         assert torch.allclose(got[r : r + 1], want, atol=1e-5), r
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_explicit_attention_matches_the_cpu_flash_kernel(dtype):
+    """The GPU's attention path (explicit float32 products) against the CPU's flash kernel, on
+    the same bfloat16 or float32 inputs: the same output and log-sum-exp up to rounding."""
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(3, 2, n, 16, dtype=dtype) for n in (5, 40, 40))
+    mask = key_mask(torch.tensor([40, 17, 1]), 40, dtype)
+    o_flash, lse_flash = attention._attend_with_lse(q, k, v, 0.25, mask)
+    o_explicit, lse_explicit = attention._attend_with_lse_explicit(q, k, v, 0.25, mask)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert torch.allclose(lse_explicit, lse_flash.float(), atol=tol)
+    assert torch.allclose(o_explicit, o_flash.float(), atol=tol)
+
+
+def test_cache_keyword_follows_the_forward_signature():
+    """transformers renamed the forward's cache argument within 5.x (5.19: past_key_values,
+    5.25: cache); every caller that passes a cache asks the signature, whichever is installed."""
+    class Old(torch.nn.Module):
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None):
+            return input_ids
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids=None, cache=None, use_cache=None):
+            return input_ids
+
+    assert attention.cache_kwarg(Old()) == "past_key_values"
+    assert attention.cache_kwarg(New()) == "cache"
 
 
 def _question(value: float, n: int) -> list:
@@ -118,7 +152,7 @@ def _plain_sample(model, tok, prompt, key_of, m, temperature, max_new, eos=VOCAB
     in a DynamicCache, the same hashed Gumbel noise; stops at EOS or the token limit."""
     enc = tok(prompt, return_tensors="pt")
     out = model(**enc, use_cache=True, logits_to_keep=1)
-    cache = out.cache
+    cache = out[attention.cache_kwarg(model)]
     cache.batch_repeat_interleave(m)
     logits = out.logits[:, -1].float().expand(m, -1)
     keys = torch.tensor([key_of(s) for s in range(m)], dtype=torch.int32)
@@ -133,7 +167,8 @@ def _plain_sample(model, tok, prompt, key_of, m, temperature, max_new, eos=VOCAB
                     tokens[r].append(t)
         if all(done) or step == max_new - 1:
             return tokens
-        out = model(input_ids=chosen[:, None], cache=cache, use_cache=True)
+        out = model(input_ids=chosen[:, None], use_cache=True,
+                    **{attention.cache_kwarg(model): cache})
         logits = out.logits[:, -1].float()
 
 

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zerogap.decoding.settings import Neuron, ShortcutConfig
-from zerogap.engine.attention import ROWS_KWARG, prefix_attention
+from zerogap.engine.attention import ROWS_KWARG, cache_kwarg, prefix_attention
 from zerogap.errors import DataError, UserError
 
 REFERENCE_TOP_K = 4000
@@ -148,14 +148,16 @@ class NeuronPatch:
             return None
 
         source_decoder = _inner(self.source)
+        # The decoder's cache keyword differs between transformers releases (cache_kwarg).
+        cache_name = cache_kwarg(_inner(model))
         source_attn = [layer.self_attn for layer in decoder_layers(self.source)]
 
         def run_source(_module, args, kwargs):
             if args:
                 raise ValueError("NeuronPatch needs the decoder called with keyword arguments")
-            cache = kwargs.get("cache")
+            cache = kwargs.get(cache_name)
             if cache is None and kwargs.get("use_cache"):
-                cache = kwargs["cache"] = _new_cache(model)
+                cache = kwargs[cache_name] = _new_cache(model)
             if cache is not None:
                 _extend_cache(cache, num_layers)
             source_decoder(
@@ -163,8 +165,8 @@ class NeuronPatch:
                 inputs_embeds=kwargs.get("inputs_embeds"),
                 attention_mask=kwargs.get("attention_mask"),
                 position_ids=kwargs.get("position_ids"),
-                cache=cache,
                 use_cache=kwargs.get("use_cache"),
+                **{cache_name: cache},
                 **{key: kwargs[key] for key in (ROWS_KWARG,) if key in kwargs},
             )
             return args, kwargs

@@ -24,6 +24,7 @@ row cache's dense layers).
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -140,6 +141,14 @@ def _attend_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling:
     if q.device.type == "cpu":
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, False, attn_mask=mask, scale=scaling)
+    return _attend_with_lse_explicit(q, k, v, scaling, mask)
+
+
+def _attend_with_lse_explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float,
+                              mask: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_attend_with_lse` as explicit float32 products, for devices without PyTorch's
+    CPU flash kernel (a GPU). The output is float32, which the cascade's merge reads anyway."""
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(scaling)
     if mask is not None:
         scores += mask
@@ -199,6 +208,14 @@ def check_supported(model) -> None:
     if problem:
         raise ValueError(f"the sampling engine needs full attention in every layer; {arch} "
                          f"{problem}")
+
+
+def cache_kwarg(module) -> str:
+    """The keyword under which ``module.forward`` (a causal LM or its decoder) takes its KV
+    cache: ``cache`` in the transformers releases that renamed it, ``past_key_values`` in
+    earlier ones (5.19 and the 4.x line among them)."""
+    return ("cache" if "cache" in inspect.signature(module.forward).parameters
+            else "past_key_values")
 
 
 @contextlib.contextmanager

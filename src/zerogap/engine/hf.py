@@ -26,7 +26,6 @@ sample index, step) and the logits only: not on batch size, batch composition or
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 import weakref
@@ -38,7 +37,12 @@ from typing import Any, ClassVar
 import torch
 
 from zerogap.engine import noise
-from zerogap.engine.attention import ROWS_KWARG, check_supported, prefix_attention
+from zerogap.engine.attention import (
+    ROWS_KWARG,
+    cache_kwarg,
+    check_supported,
+    prefix_attention,
+)
 from zerogap.engine.base import (
     ActivationPatch,
     Capabilities,
@@ -228,9 +232,7 @@ class _Decoder:
         check_supported(model)
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
-        # transformers 5.x renamed the forward argument; older releases only know the old name.
-        params = inspect.signature(model.forward).parameters
-        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.cache_arg = cache_kwarg(model)
         self.max_new = max_new_tokens
         self.stop = tuple(s for s in stop if s)
         self.stop_tail = 2 * max((len(s) for s in self.stop), default=0) + 4

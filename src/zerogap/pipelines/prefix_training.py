@@ -13,10 +13,10 @@ the recipe is unchanged; on the laptop preset a micro-batch of 4 costs about a t
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from transformers import Trainer
+
+from zerogap.engine.attention import cache_kwarg
 
 
 def _leading_run(mask: torch.Tensor) -> int:
@@ -85,9 +85,8 @@ class PrefixSharingTrainer(Trainer):
                                         num_items_in_batch=num_items_in_batch)
         base = self.accelerator.unwrap_model(model)
         base = base.get_base_model() if hasattr(base, "get_base_model") else base
-        # transformers 5 renamed the cache argument and output; 4.x knows only the old name.
-        cache_name = ("cache" if "cache" in inspect.signature(base.forward).parameters
-                      else "past_key_values")
+        # The output names the cache as the forward's argument does (renamed within 5.x).
+        cache_name = cache_kwarg(base)
         shared = model(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=1)
         cache = shared[cache_name]
         cache.batch_repeat_interleave(len(ids))
