@@ -20,6 +20,14 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
 * ``profile``: seconds per decode step split into weights (the ceiling's step), attention
   and cache (the engine's forward minus the weights), sampling (the hashed-noise draw) and
   the rest (host work: bookkeeping, stop checks, refills).
+* ``bandwidth_ceiling_tok_s`` (on a GPU): the batch's rows over the time a step needs to read
+  every weight once at the measured device-to-device copy bandwidth, the bound a decode step
+  meets when nothing but weight reads costs time.
+
+On a GPU (``--device cuda``) every timed part ends with ``torch.cuda.synchronize()``, so the
+profile's parts are the GPU's work, not the launches. Where real weights cannot be had there,
+``bench/random_model.py`` writes a model folder of random weights in the same shape (samples
+then never stop early: compare decode rates, not end-to-end ones, with a real model's).
 
 Timed parts run ``--repeat`` times alternately; the best is reported with the spread
 (min-max). A shared machine is noisy: compare ratios, not absolute numbers, and on a loaded
@@ -36,7 +44,7 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
         [--baseline-questions 2]
         [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
         [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
-        [--cpu-clock]
+        [--cpu-clock] [--device cpu|cuda] [--model embedded|FOLDER]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
 removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
@@ -65,6 +73,14 @@ STOP = "Question:"
 # which on one thread leaves out the time other jobs on a shared machine held the core.
 clock = time.perf_counter
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def now() -> float:
+    """The clock, once the GPU (if one is used) has finished the work queued so far: CUDA
+    kernels run asynchronously, so an unsynchronised clock times only their launches."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return clock()
 
 
 def gsm8k_workload(gsm8k: Path, n_questions: int, shots: int = 8):
@@ -102,9 +118,9 @@ def response_length(ids: list[int], eos: int, tokenizer, stop) -> int:
 
 
 def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float]:
-    total, t0 = 0, clock()
+    total, t0 = 0, now()
     for prompt in prompts:
-        enc = tok(prompt, return_tensors="pt")
+        enc = tok(prompt, return_tensors="pt").to(model.device)
         with torch.inference_mode():
             out = model.generate(
                 **enc, do_sample=True, temperature=0.7, top_k=0, top_p=1.0,
@@ -113,7 +129,7 @@ def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float
             )
         new = out[:, enc.input_ids.shape[1]:].tolist()
         total += sum(response_length(row, tok.eos_token_id, tok, stop) for row in new)
-    return total, clock() - t0
+    return total, now() - t0
 
 
 def previous_engine(rev: str):
@@ -140,15 +156,32 @@ def ceiling_step(model, rows: int, steps: int = 4) -> float:
     saved = model.config._attn_implementation
     model.set_attn_implementation("bench_none")
     try:
-        ids = torch.zeros(rows, 1, dtype=torch.long)
+        ids = torch.zeros(rows, 1, dtype=torch.long, device=model.device)
         with torch.inference_mode():
             model(input_ids=ids, use_cache=False)
-            t0 = clock()
+            t0 = now()
             for _ in range(steps):
                 model(input_ids=ids, use_cache=False)
-            return (clock() - t0) / steps
+            return (now() - t0) / steps
     finally:
         model.set_attn_implementation(saved)
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeat: int = 10) -> float:
+    """Bytes per second a device-to-device copy moves (read plus written): the memory
+    bandwidth a decode step's weight reads can reach at best."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    t0 = now()
+    for _ in range(repeat):
+        dst.copy_(src)
+    return 2 * nbytes * repeat / (now() - t0)
+
+
+def weight_bytes(model) -> int:
+    """Bytes of the weights one decode step reads (tied matrices counted once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 class BanEos:
@@ -172,16 +205,16 @@ class StepTimer:
         step, draw = self._saved
 
         def timed_step(decoder, *args, **kw):
-            t0 = clock()
+            t0 = now()
             out = step(decoder, *args, **kw)
-            self.forward += clock() - t0
+            self.forward += now() - t0
             self.steps += 1
             return out
 
         def timed_draw(*args, **kw):
-            t0 = clock()
+            t0 = now()
             out = draw(*args, **kw)
-            self.sampling += clock() - t0
+            self.sampling += now() - t0
             return out
 
         hf._Decoder._step, noise.gumbel_argmax = timed_step, timed_draw
@@ -222,17 +255,17 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     baseline = prompts[:k]
     result["baseline_questions"] = k
     for _ in range(0 if args.decode_only else args.repeat):
-        t0 = clock()
+        t0 = now()
         gens = sample(model, tok, prompts, m=m, temperature=0.7, max_new_tokens=max_new,
                       question_ids=ids, stop=stop)
         n = sum(len(g.token_ids) for q in gens for g in q)
-        rates.append(n / (clock() - t0))
+        rates.append(n / (now() - t0))
         if previous is not None:
-            t0 = clock()
+            t0 = now()
             old = previous.sample(model, tok, baseline, m=m, temperature=0.7,
                                   max_new_tokens=max_new, question_ids=ids[:k], stop=stop)
             n_old = sum(len(g.token_ids) for q in old for g in q)
-            prev_rates.append(n_old / (clock() - t0))
+            prev_rates.append(n_old / (now() - t0))
             same = sum(a.token_ids == b.token_ids for qa, qb in zip(gens, old, strict=False)
                        for a, b in zip(qa, qb, strict=True))
             result["identical_to_previous"] = f"{same}/{k * m}"
@@ -260,11 +293,11 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
         timings = {}
         with StepTimer() as timer:
             for n_new in (1, max_new + 1):
-                t0 = clock()
+                t0 = now()
                 sample(model, tok, prompts[:n_q], m=per_q, temperature=0.7,
                        max_new_tokens=n_new, question_ids=ids[:n_q], intervention=ban,
                        max_batch=rows)
-                timings[n_new] = clock() - t0
+                timings[n_new] = now() - t0
         t_decode = timings[max_new + 1] - timings[1]
         decode.append(rows * max_new / t_decode)
         t_weights = ceiling_step(model, rows)
@@ -275,6 +308,11 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
                          "attention_and_cache_s": forward - t_weights, "sampling_s": draw,
                          "rest_s": per_step - forward - draw})
     best = min(range(args.repeat), key=lambda i: profiles[i]["step_s"])
+    if model.device.type == "cuda":
+        # Reading every weight once per step at the copy bandwidth: rows tokens per step.
+        result["bandwidth_ceiling_tok_s"] = (rows * copy_bandwidth(model.device)
+                                             / weight_bytes(model))
+        result["ratio_vs_bandwidth"] = max(decode) / result["bandwidth_ceiling_tok_s"]
     result.update(decode_rows=rows, decode_questions=n_q,
                   decode_tok_s=max(decode), decode_spread=spread(decode),
                   ceiling_tok_s=max(ceiling), ceiling_spread=spread(ceiling),
@@ -302,6 +340,10 @@ def report(name: str, r: dict) -> None:
           f"({r['decode_questions']} questions; spread "
           f"{r['decode_spread']}); weights-only ceiling {r['ceiling_tok_s']:.1f} tok/s "
           f"(spread {r['ceiling_spread']}): {100 * r['ratio_vs_ceiling']:.0f}% of it")
+    if "bandwidth_ceiling_tok_s" in r:
+        print(f"  memory-bandwidth ceiling {r['bandwidth_ceiling_tok_s']:.0f} tok/s (every "
+              f"weight read once a step at the measured copy bandwidth): decode at "
+              f"{100 * r['ratio_vs_bandwidth']:.1f}% of it")
     p = r["profile"]
     print("  one decode step: " + ", ".join(f"{k[:-2]} {1000 * v:.0f} ms" for k, v in p.items()))
 
@@ -310,6 +352,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
     parser.add_argument("--model", default="embedded")
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"))
     parser.add_argument("--workloads", nargs="+", default=["gsm8k", "arith"],
                         choices=("gsm8k", "arith"))
@@ -346,9 +389,10 @@ def main() -> None:
         clock = time.process_time
     previous = previous_engine(args.previous) if args.previous else None
 
-    loaded = load_model(args.model, device="cpu", dtype=args.dtype)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     model, tok = loaded.model, loaded.tokenizer
-    results = {"model": args.model, "dtype": str(model.dtype).removeprefix("torch."),
+    results = {"model": args.model, "device": str(model.device),
+               "dtype": str(model.dtype).removeprefix("torch."),
                "threads": torch.get_num_threads(), "vllm_cpu_anchor_tok_s": 319}
     for name in args.workloads:
         prompts, stop = (gsm8k_workload(args.gsm8k, args.questions) if name == "gsm8k"
