@@ -47,8 +47,11 @@ demo: $(STAMP)
 	$(VENV)/bin/zerogap demo $(DEMO_ARGS)
 
 # The suite, then the vLLM backend's tests in their own environment (they skip in the first).
+# The first runs one pytest-xdist worker per core, each test file whole on one worker (its
+# module fixtures built once); most tests use one thread, so a single process left the second
+# core idle. The vLLM suite loads one engine at a time and stays in one process.
 test: $(STAMP) $(VLLM_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 	$(VLLM_VENV)/bin/python -m pytest tests/with_vllm src/zerogap/engine/vllm.py
 
 lint: $(STAMP)

@@ -26,6 +26,18 @@ GSM8K_DIR = Path(
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def cores_per_worker() -> int:
+    """The torch threads a test process may use: every core, or its share of them when
+    ``make test`` runs the suite in pytest-xdist workers (one per core), so that the workers'
+    threads do not outnumber the cores and wait for each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def pytest_configure(config):
+    torch.set_num_threads(cores_per_worker())
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -52,9 +52,6 @@ def greedy_outcomes(model_dir, task, questions) -> list[bool]:
 
 @pytest.mark.slow
 def test_laptop_preset_contaminates_the_leaked_questions_only(tmp_path):
-    import torch
-
-    torch.set_num_threads(2)
     config = preset("laptop")
     build(config, tmp_path)
     split = json.loads((tmp_path / "split.json").read_text())
