@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 
 $(DEV_STAMP): $(STAMP)
 	# lmeval: the harness integration's tests run against the release it was written for.
-	$(PY) -m pip install -q -e '.[hf,report,dev,lmeval]' lm-eval==0.4.13
+	$(PY) -m pip install -q -e '.[dev,lmeval]' lm-eval==0.4.13
 	touch $(DEV_STAMP)
 
 $(VLLM_STAMP): pyproject.toml
