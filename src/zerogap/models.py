@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -551,6 +552,14 @@ def check_device(device: str | None) -> str:
     return device
 
 
+# transformers' loading swaps process-wide state while it runs (the default dtype, patched
+# init and tie functions, restored on exit): two loads at once in one process, as a study's
+# side-by-side workers would start them, restore each other's patches (a model came out with
+# weights left on the meta device). Loads take turns; decoding in other threads is unaffected
+# (the engine names the dtype of every float tensor it makes).
+_LOADING = threading.Lock()
+
+
 def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") -> LoadedModel:
     """Load a model spec (see the module docstring) for sampling.
 
@@ -584,7 +593,8 @@ def load_model(spec: str, *, device: str | None = None, dtype: str = "float32") 
     device = check_device(device)
     check_model_spec(spec)
     torch_dtype = getattr(torch, auto_dtype(device) if dtype == "auto" else dtype)
-    model, tokenizer = _load_any(spec, torch_dtype)
+    with _LOADING:
+        model, tokenizer = _load_any(spec, torch_dtype)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()

@@ -115,6 +115,7 @@ def register(subparsers) -> None:
     add_out(p, "study folder: runs, tables, report (default: the study file's out)",
             required=False)
     add_running_arguments(p)
+    _add_workers_argument(p)
     add_engine_arguments(p)
     p.set_defaults(func=_evaluate)
 
@@ -140,7 +141,15 @@ def register(subparsers) -> None:
                    help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
     add_dtype_argument(p, "auto")
     add_running_arguments(p)
+    _add_workers_argument(p)
     p.set_defaults(func=_demo)
+
+
+def _add_workers_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="jobs run side by side, each with its share of the CPU threads and "
+                        "its own copy of the models (default: 2 on a CPU with two or more "
+                        "threads, else 1; vLLM: 1)")
 
 
 class ProgressLine:
@@ -291,7 +300,7 @@ def _check_study(study, out: Path) -> list:
     return prepare(study)
 
 
-def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
+def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, workers: int,
                commands=()) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -305,7 +314,7 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
     display = None if args.quiet else ProgressLine()
     try:
         report = evaluate(study, out, progress=display, engine=engine, commands=commands,
-                          prepared=prepared)
+                          prepared=prepared, workers=workers)
     finally:
         if display is not None:
             display.close()
@@ -315,12 +324,15 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
 
 
 def _evaluate(args) -> int:
+    from zerogap.study.run import study_workers
+
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
     prepared = _check_study(study, out)
+    workers = study_workers(args.workers, study.backend, args.device)
     for note in notes:  # after the checks: a refused study is one line
         print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    return _run_study(study, prepared, out, args, engine_options(args, study.backend))
+    return _run_study(study, prepared, out, args, engine_options(args, study.backend), workers)
 
 
 def _report(args) -> int:
@@ -348,6 +360,7 @@ def _demo(args) -> int:
         demo_max_questions,
         demo_study,
     )
+    from zerogap.study.run import study_workers
 
     # None is "not given"; 0 is a value, refused like any other too small one.
     questions = DEMO_QUESTIONS if args.questions is None else args.questions
@@ -358,6 +371,7 @@ def _demo(args) -> int:
         raise UserError(f"--questions {questions}: the demo's split holds at most "
                         f"{demo_max_questions()} questions half leaked and half not")
     _check_out(args.out)
+    workers = study_workers(args.workers, DEFAULT_BACKEND, args.device)
     dtype = concrete_dtype(args.dtype, DEFAULT_BACKEND, args.device)
     models = args.out / "models"
     print(f"zerogap demo: building the clean and contaminated models in {models}; the study "
@@ -370,5 +384,6 @@ def _demo(args) -> int:
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, prepared, args.out, args,
                       EngineOptions(device=args.device, dtype=dtype, max_batch=args.batch_size),
+                      workers,
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
                                 f" --dtype {dtype}" + extra])

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -242,6 +243,8 @@ class _Job:
     ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
     ``source`` is the run a filter reads its samples from; ``built`` is the strategy named by
     ``strategy`` and ``options`` where the setting built it already (None: built at its run).
+    ``reads`` lists the other jobs' outputs (run directories, files) this one opens: it starts
+    only after the jobs that write them (:func:`zerogap.study.workers.run_side_by_side`).
     """
 
     kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design"
@@ -256,6 +259,7 @@ class _Job:
     built: Strategy | None = None
     todo: int = 0
     rows: int = 0
+    reads: tuple[Path, ...] = ()
 
 
 def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
@@ -272,6 +276,9 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
           ) -> tuple[list[_Job], dict[str, Path], dict[str, Path]]:
     """The jobs of one setting in execution order, each strategy label's run dir, and each
     control's (a strategy applied to the clean model) run dir.
+
+    The greedy decodes come first: every sampling job opens its model's greedy store, read-only
+    (jobs side by side share it; the strategies that need greedy decodes read them there).
 
     The backend and the weight dtype are part of a run's configuration: runs made otherwise
     get other directories (named as before for the HF engine in float32). Identity comes
@@ -299,17 +306,17 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
                             greedy_max_new_tokens=study.max_new_tokens)
               for role in ("clean", "contaminated")}
     jobs = [
+        _Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain),
+        _Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"],
+             built=s.plain),
         _Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
                                                  **sampling), seed=study.seed,
              greedy_dir=greedy["clean"], built=s.plain),
         _Job("sample", REPEAT, "clean", run_dir("clean", spec.clean, seed=study.seed + 1,
                                                 **sampling), seed=study.seed + 1,
              greedy_dir=greedy["clean"], built=s.plain),
-        _Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain),
-        _Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"],
-             built=s.plain),
     ]
-    dirs: dict[str, Path] = {"clean": jobs[0].run_dir, REPEAT: jobs[1].run_dir,
+    dirs: dict[str, Path] = {"clean": jobs[2].run_dir, REPEAT: jobs[3].run_dir,
                              "greedy": greedy["contaminated"], "clean greedy": greedy["clean"]}
     neurons = out / "neurons" / (_digest({
         "models": [spec.base, spec.contaminated, spec.clean], **task_id,
@@ -363,6 +370,14 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
             jobs.append(job)
             controls[label] = job.run_dir
     seen: set[Path] = set()
+    for job in jobs:
+        if job.kind == "design":
+            job.reads = (dirs["clean"], dirs[REPEAT], dirs["identity"], dirs["greedy"])
+        elif job.kind == "neurons":
+            job.reads = (greedy["contaminated"],)
+        else:  # every sampling job opens its model's greedy store, even if it reads nothing
+            job.reads = tuple(p for p in (job.greedy_dir, job.source,
+                                          neurons if job.strategy == "shortcut" else None) if p)
     for job in jobs:
         if job.kind == "neurons":
             job.todo = 0 if job.run_dir.is_file() else 1
@@ -427,42 +442,78 @@ class StudyProgress:
 
 
 class _Tracker:
+    """Turns the study's events into :class:`StudyProgress`; jobs may report from several
+    worker threads at once (:mod:`zerogap.study.workers`), so every change holds a lock and
+    the stage shown is each working thread's own, joined in the order they started."""
+
     def __init__(self, callback: Callable[[StudyProgress], None] | None, state: StudyProgress):
         self.callback, self.state = callback, state
         self.mark = time.monotonic()  # the start of the work the next advance counts
         self.part_start, self.part_first = 0.0, 0
+        self.part_owner: int | None = None  # the thread whose stage counts parts
+        self.stages: dict[int, str] = {}  # thread -> its stage
+        self.lock = threading.RLock()
 
     def stage(self, text: str) -> None:
-        """A new stage: its work is timed from now (after any model it loaded)."""
-        self.state.stage = text
+        """A new stage of the calling thread: its work is timed from now (after any model it
+        loaded) unless another thread's work is being timed already."""
+        me = threading.get_ident()
+        with self.lock:
+            alone = not self.stages.keys() - {me}
+            self.stages[me] = text
+            self.state.stage = " | ".join(self.stages.values())
+            if self.part_owner in (None, me):
+                self._clear_part()
+            if alone:
+                self.mark = time.monotonic()
+            self.emit()
+
+    def leave(self) -> None:
+        """The calling thread has no stage any more (a worker between jobs)."""
+        me = threading.get_ident()
+        with self.lock:
+            if self.stages.pop(me, None) is not None:
+                self.state.stage = " | ".join(self.stages.values())
+            if self.part_owner == me:
+                self._clear_part()
+
+    def _clear_part(self) -> None:
         self.state.part_unit, self.state.part_done, self.state.part_total = "", 0, 0
         self.state.part_rate = 0.0
-        self.mark = time.monotonic()
-        self.emit()
+        self.part_owner = None
 
     def advance(self, rows: Sequence, greedy: bool = False) -> None:
-        now = time.monotonic()
-        self.state.row_seconds += now - self.mark
-        self.mark = now
-        self.state.questions_done += 1
-        self.state.rows_done += len(rows)
-        self.state.tokens += sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
-        self.emit()
+        with self.lock:
+            now = time.monotonic()
+            self.state.row_seconds += now - self.mark
+            self.mark = now
+            self.state.questions_done += 1
+            self.state.rows_done += len(rows)
+            self.state.tokens += sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
+            self.emit()
 
     def part(self, unit: str, done: int, total: int) -> None:
         """The stage's own counter (``done`` of ``total`` ``unit``); its rate counts only the
         units done since the first report (a resumed stage's earlier ones took no time)."""
-        now, state = time.monotonic(), self.state
-        if state.part_unit != unit:
-            state.part_unit, self.part_start, self.part_first = unit, now, done
-        state.part_total, state.part_done = total, done
-        made = done - self.part_first
-        state.part_rate = (now - self.part_start) / made if made else 0.0
-        self.emit()
+        with self.lock:
+            now, state = time.monotonic(), self.state
+            if state.part_unit != unit:
+                state.part_unit, self.part_start, self.part_first = unit, now, done
+            self.part_owner = threading.get_ident()
+            state.part_total, state.part_done = total, done
+            made = done - self.part_first
+            state.part_rate = (now - self.part_start) / made if made else 0.0
+            self.emit()
+
+    def job_done(self) -> None:
+        with self.lock:
+            self.state.jobs_done += 1
+            self.emit()
 
     def emit(self) -> None:
         if self.callback is not None:
-            self.callback(self.state)
+            with self.lock:
+                self.callback(self.state)
 
 
 def _counting_store(run_dir: Path, tracker: _Tracker):
@@ -562,7 +613,9 @@ def _run_job(job: _Job, study: StudySpec, s: _Setting, models: _Models,
         settings = SamplingSpec(m=study.m, temperature=study.temperature,
                                 max_new_tokens=study.max_new_tokens, seed=job.seed)
         assert job.greedy_dir is not None
-        with RunStore(job.greedy_dir) as greedy_store:
+        # Read-only: the greedy job wrote every decode before this job started, and jobs side
+        # by side may read the same greedy store (a writer would hold its lock).
+        with RunStore(job.greedy_dir, create=False) as greedy_store:
             run_sample(loaded, s.task, s.questions, store, settings, split=s.spec.task_split,
                        strategy=job.built or job.strategy, strategy_options=job.options,
                        greedy_store=greedy_store, backend=backend)
@@ -817,8 +870,8 @@ def _recorded_seconds(out: Path) -> dict[str, dict[str, float]]:
 def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = None,
              device: str | None = None, max_batch: int | None = None,
              engine: EngineOptions | None = None,
-             commands: Sequence[str] = (), prepared: Sequence[_Setting] | None = None
-             ) -> Report:
+             commands: Sequence[str] = (), prepared: Sequence[_Setting] | None = None,
+             workers: int | None = None) -> Report:
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
@@ -827,6 +880,8 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     ``commands`` are shown first among the report's commands to reproduce. ``prepared`` is
     what :func:`prepare` returned for this study, where the caller checked it first (the CLI
     does, before it prints anything): its tasks and questions are not loaded again.
+    ``workers`` jobs run side by side, each on its own share of torch's threads
+    (:mod:`zerogap.study.workers`; default: two on a CPU with at least two threads, else one).
     """
     from zerogap.engine.base import EngineOptions, concrete_dtype
 
@@ -844,28 +899,27 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     if study.sweep is not None and missing_variants(study.sweep):
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
+    workers = study_workers(workers, study.backend, engine.device)
     entries = []
     earlier = _recorded_seconds(out)
     for s, jobs, dirs, controls in planned:
-        models = _Models(s.spec, study.backend, engine, tracker)
+        pool = [_Models(s.spec, study.backend, engine, tracker) for _ in range(workers)]
         # Wall time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
         # The design checks run at every invocation (they read runs that may have grown); their
         # first time stands too, so a resumed study records and prints what the first one did.
         seconds: dict[str, float] = dict(earlier.get(s.spec.name, {}))
+        state.jobs_done += sum(not job.todo for job in jobs)  # finished by an earlier call
         try:
-            for job in jobs:
-                if job.todo:
-                    started = time.monotonic()
-                    _run_job(job, study, s, models, dirs, tracker)
-                    if job.kind != "design" or job.label not in seconds:
-                        seconds[job.label] = round(time.monotonic() - started, 1)
-                state.jobs_done += 1
-                tracker.emit()
+            _run_jobs([job for job in jobs if job.todo], study, s, pool, dirs, tracker,
+                      seconds)
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
-            _ranks(ranks, s, models, dirs["clean greedy"], tracker)
+            _ranks(ranks, s, pool[0], dirs["clean greedy"], tracker)
         finally:
-            models.close()
-        entries.append({**_entry(s, dirs, controls, models, out, ranks), "seconds": seconds})
+            for models in pool:
+                models.close()
+        fingerprints = {role: fp for models in pool for role, fp in models.fingerprints().items()}
+        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks),
+                        "seconds": seconds})
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "study.toml", study_toml(study))
@@ -875,6 +929,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         # The dtype is no study key (float32 studies' runs keep their names), yet it moves the
         # draws: the record and the rerun command say it, and the report states it.
         "dtype": engine.dtype,
+        "workers": workers,
         "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
                      + (f" --dtype {engine.dtype}" if engine.dtype != "float32" else ""),
                      f"zerogap report {out}"],
@@ -884,9 +939,65 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     return write_report(out)
 
 
-def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path], models: _Models,
-           out: Path, ranks: Path) -> dict:
-    """The setting's record in study.json; counts exported, paths relative to ``out``."""
+def study_workers(workers: int | None, backend: str, device: str | None) -> int:
+    """The study's worker count (:func:`evaluate`): ``workers`` checked (:class:`UserError`
+    in one line), or the default for the device."""
+    from zerogap.engine.base import backend_capabilities
+    from zerogap.study.workers import default_workers
+
+    exclusive = backend_capabilities(backend).exclusive
+    if workers is None:
+        from zerogap.models import check_device
+
+        return default_workers(check_device(device).split(":")[0], exclusive)
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and exclusive:
+        raise UserError(f"--workers {workers}: the {backend} backend holds one engine at a "
+                        "time; use --workers 1")
+    return workers
+
+
+def _run_jobs(todo: Sequence[_Job], study: StudySpec, s: _Setting, pool: Sequence[_Models],
+              dirs: dict[str, Path], tracker: _Tracker, seconds: dict[str, float]) -> None:
+    """Run a setting's unfinished jobs, one per model set of ``pool`` at a time; with more
+    than one, each worker thread gets an even share of torch's threads."""
+    from zerogap.study.workers import run_side_by_side, threads_per_worker
+
+    side_by_side = len(pool) > 1
+    if side_by_side:
+        import torch
+
+        saved = torch.get_num_threads()
+        share = threads_per_worker(len(pool), saved)
+        tracker.leave()  # the line shows the workers' stages from here
+
+    def run(item: int, worker: int) -> None:
+        job = todo[item]
+        if side_by_side:
+            torch.set_num_threads(share)  # the calling thread's own OpenMP count
+        started = time.monotonic()
+        try:
+            _run_job(job, study, s, pool[worker], dirs, tracker)
+        finally:
+            if side_by_side:
+                tracker.leave()
+        if job.kind != "design" or job.label not in seconds:
+            seconds[job.label] = round(time.monotonic() - started, 1)
+        tracker.job_done()
+
+    try:
+        run_side_by_side([job.run_dir for job in todo], [job.reads for job in todo], run,
+                         len(pool))
+    finally:
+        if side_by_side:
+            torch.set_num_threads(saved)  # MKL's count is process-wide: give it back
+
+
+def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path],
+           loaded: dict[str, str], out: Path, ranks: Path) -> dict:
+    """The setting's record in study.json; counts exported, paths relative to ``out``;
+    ``loaded`` holds the fingerprints of the models loaded this time, by role."""
     from zerogap.store import RunStore
 
     ids = [q.id for q in s.questions]
@@ -909,7 +1020,7 @@ def _entry(s: _Setting, dirs: dict[str, Path], controls: dict[str, Path], models
         if label in dirs:
             with RunStore(dirs[label], create=False) as store:
                 fingerprints[role] = store.config().get("model_fingerprint")
-    fingerprints.update(models.fingerprints())
+    fingerprints.update(loaded)
     return {
         "name": s.spec.name, "task": s.spec.task, "task_config": s.task.config(),
         "split": s.spec.task_split, "split_file": s.spec.split_file, "questions": len(ids),

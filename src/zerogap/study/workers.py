@@ -1,0 +1,119 @@
+"""A study's jobs run side by side: worker threads, each with its own share of the CPU's threads.
+
+One decode step of a small model on a CPU does not use two cores well: its matrix products
+are a few hundred rows tall, and the step's many small operations run on one core while the
+other waits. Two jobs decoding at once with one thread each got more done than one job with
+two threads (the embedded model, bfloat16, 2 cores: 1.31x the tokens per second; README,
+"How it is fast"). A study has such jobs to spare: the clean model's two batches, each
+strategy's run, the controls, most of which read nothing another job writes.
+
+Each worker is a thread of this process, not a process: torch releases the GIL inside its
+operations, its OpenMP thread count (``torch.set_num_threads``) is the calling thread's own,
+and a thread needs no model pickled or imports repeated. What workers share, they must not
+change under each other: every worker loads its own copy of the models it runs (a shortcut
+patch hooks its model, the engine switches a model's attention implementation for a call).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+def default_workers(device: str, backend_exclusive: bool, threads: int | None = None) -> int:
+    """How many jobs a study runs at once when the user does not say: two on a CPU with at
+    least two threads for torch, one otherwise (a GPU already runs one job's rows in parallel,
+    and an exclusive backend such as vLLM holds one engine at a time)."""
+    if backend_exclusive or device != "cpu":
+        return 1
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    return 2 if threads >= 2 else 1
+
+
+def threads_per_worker(workers: int, threads: int | None = None) -> int:
+    """Torch threads for each of ``workers`` side by side: the caller's count split evenly
+    (at least one each)."""
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    return max(1, threads // workers)
+
+
+def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
+                     run: Callable[[int, int], None], workers: int) -> None:
+    """Run items ``0 .. len(outputs) - 1``, ``workers`` at a time, each once every earlier item
+    whose output it reads has finished; of the items free to start, the one most others wait
+    on (directly or not) first, then the earliest.
+
+    Parameters
+    ----------
+    outputs : (N,) paths
+        What each item writes (a run directory, a file).
+    reads : (N,) sequences of paths
+        What each item reads; an item waits only for *earlier* items that write one of them,
+        so the order given is always a valid order and no wait can be circular.
+    run : callable ``(item, worker) -> None``
+        Runs one item on worker ``worker`` (``0 .. workers - 1``); a worker runs one item at a
+        time, so per-worker state (loaded models, the thread count) is its own.
+    workers : int
+        At most this many items at once; 1 runs them in order in the calling thread.
+
+    The first item to raise stops further items from starting; the items already running are
+    left to finish (a sampling run stores each question as it completes, so nothing is lost),
+    and the exception is raised here with its traceback.
+    """
+    n = len(outputs)
+    if workers <= 1:
+        for item in range(n):
+            run(item, 0)
+        return
+    waits = [{j for j in range(i) if outputs[j] in set(reads[i])} for i in range(n)]
+    # Items that others wait on go first (the most waiting, directly or not): a chain such as
+    # neuron location -> the shortcut run then starts early instead of ending the study on one
+    # worker while the other has nothing left to take.
+    behind = [set() for _ in range(n)]
+    for i in reversed(range(n)):
+        for j in waits[i]:
+            behind[j] |= {i} | behind[i]
+    pending, done, failed = list(range(n)), set(), []
+    ready = threading.Condition()
+
+    def take() -> int | None:
+        with ready:
+            while not failed and pending:
+                item = min((i for i in pending if waits[i] <= done),
+                           key=lambda i: (-len(behind[i]), i), default=None)
+                if item is not None:
+                    pending.remove(item)
+                    return item
+                ready.wait()
+            return None
+
+    def work(worker: int) -> None:
+        while (item := take()) is not None:
+            try:
+                run(item, worker)
+            except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
+                with ready:
+                    failed.append(err)
+                    ready.notify_all()
+                return
+            with ready:
+                done.add(item)
+                ready.notify_all()
+
+    # Daemon threads: an interrupted study exits without waiting for a run to end (each
+    # question it stored stays stored; SQLite rolls back the one being written).
+    threads = [threading.Thread(target=work, args=(w,), daemon=True,
+                                name=f"zerogap-study-worker-{w}") for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]

@@ -1,0 +1,89 @@
+"""The study's side-by-side scheduler (:mod:`zerogap.study.workers`): order, width, failure."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from zerogap.study.workers import default_workers, run_side_by_side, threads_per_worker
+
+
+def _record(durations: dict[int, float]):
+    """A run function that sleeps each item's duration and records (item, worker, start, end)."""
+    log, lock = [], threading.Lock()
+
+    def run(item: int, worker: int) -> None:
+        start = time.monotonic()
+        time.sleep(durations.get(item, 0.05))
+        with lock:
+            log.append((item, worker, start, time.monotonic()))
+
+    return run, log
+
+
+def test_items_wait_for_what_they_read_and_run_two_at_a_time():
+    # 0 and 1 write a and b; 2 reads a; 3 reads b and c (c: item 2's output); 4 reads nothing
+    outputs = [Path("a"), Path("b"), Path("c"), Path("d"), Path("e")]
+    reads = [(), (), (Path("a"),), (Path("b"), Path("c")), ()]
+    run, log = _record({0: 0.3, 1: 0.05, 2: 0.1})
+    run_side_by_side(outputs, reads, run, 2)
+    spans = {item: (start, end) for item, _, start, end in log}
+    assert sorted(spans) == [0, 1, 2, 3, 4]  # every item once
+    assert spans[2][0] >= spans[0][1]  # 2 started after 0 ended
+    assert spans[3][0] >= max(spans[1][1], spans[2][1])
+    # item 2 was blocked behind 0, so the free worker went on to 4 meanwhile
+    assert spans[4][0] < spans[0][1]
+    edges = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()],
+                   key=lambda x: (x[0], x[1]))
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak == 2
+    assert {worker for _, worker, _, _ in log} == {0, 1}
+
+
+def test_an_item_others_wait_on_starts_before_earlier_free_ones():
+    # 0 blocks both workers briefly; then 1, 2 (free) and 3 (item 4 waits on it) are free:
+    # 3 goes first although it comes last of them
+    outputs = [Path("a"), Path("b"), Path("c"), Path("d"), Path("e")]
+    reads = [(), (Path("a"),), (Path("a"),), (Path("a"),), (Path("d"),)]
+    started = []
+    run_side_by_side(outputs, reads, lambda item, worker: started.append(item), 2)
+    assert started[0] == 0 and started[1] == 3 and started.index(4) > started.index(3)
+    assert sorted(started) == [0, 1, 2, 3, 4]
+
+
+def test_one_worker_runs_in_order_in_the_calling_thread():
+    seen = []
+    run_side_by_side([Path("a"), Path("b"), Path("c")], [(), (), ()],
+                     lambda item, worker: seen.append((item, worker, threading.get_ident())), 1)
+    assert seen == [(0, 0, threading.get_ident()), (1, 0, threading.get_ident()),
+                    (2, 0, threading.get_ident())]
+
+
+def test_a_failure_stops_new_items_and_is_raised_with_its_traceback():
+    started = []
+
+    def run(item: int, worker: int) -> None:
+        started.append(item)
+        if item == 0:
+            raise RuntimeError("item 0 failed")
+        time.sleep(0.2)
+
+    outputs = [Path(str(i)) for i in range(6)]
+    # every later item reads item 0's output, so none may start once it failed
+    with pytest.raises(RuntimeError, match="item 0 failed") as caught:
+        run_side_by_side(outputs, [(), *[(Path("0"),)] * 5], run, 2)
+    assert started == [0]
+    assert caught.traceback[-1].name == "run"  # raised where it happened
+
+
+def test_defaults_split_the_threads():
+    assert default_workers("cpu", False, threads=2) == 2
+    assert default_workers("cpu", False, threads=1) == 1
+    assert default_workers("cuda", False, threads=16) == 1
+    assert default_workers("cpu", True, threads=16) == 1  # an exclusive backend (vLLM)
+    assert threads_per_worker(2, 2) == 1 and threads_per_worker(2, 16) == 8
+    assert threads_per_worker(2, 1) == 1
