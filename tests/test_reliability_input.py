@@ -313,6 +313,10 @@ def test_a_limit_the_split_cannot_fill_half_and_half_is_refused(capsys, tmp_path
     refused(capsys, ["demo", "--out", out, "--questions", "1000"],
             "--questions 1000: the demo's split holds at most 128 questions")
     assert not out.exists()
+    # the worker count too, before the demo trains anything
+    refused(capsys, ["demo", "--out", out, "--workers", "0"],
+            "--workers must be at least 1, got 0")
+    assert not out.exists()
 
 
 def _dir_cases(tmp_path):
