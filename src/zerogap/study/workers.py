@@ -76,11 +76,13 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     # Items that others wait on go first (the most waiting, directly or not): a chain such as
     # neuron location -> the shortcut run then starts early instead of ending the study on one
     # worker while the other has nothing left to take.
-    behind = [set() for _ in range(n)]
+    behind: list[set[int]] = [set() for _ in range(n)]
     for i in reversed(range(n)):
         for j in waits[i]:
             behind[j] |= {i} | behind[i]
-    pending, done, failed = list(range(n)), set(), []
+    pending = list(range(n))
+    done: set[int] = set()
+    failed: list[BaseException] = []
     ready = threading.Condition()
 
     def take() -> int | None:
