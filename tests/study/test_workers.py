@@ -87,3 +87,24 @@ def test_defaults_split_the_threads():
     assert default_workers("cpu", True, threads=16) == 1  # an exclusive backend (vLLM)
     assert threads_per_worker(2, 2) == 1 and threads_per_worker(2, 16) == 8
     assert threads_per_worker(2, 1) == 1
+
+
+def test_ctrl_c_ends_the_running_items_and_then_stops():
+    """A Ctrl-C while items run: no new item starts, ``interrupted`` asks the running ones to
+    end, they are waited for, and the KeyboardInterrupt reaches the caller."""
+    import _thread
+
+    stop = threading.Event()
+    started, ended = [], []
+
+    def run(item: int, worker: int) -> None:
+        started.append(item)
+        if item == 0:
+            _thread.interrupt_main()  # as a Ctrl-C the kernel hands to the main thread
+        stop.wait(10)  # a running job until told to end
+        ended.append(item)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_side_by_side([Path(str(i)) for i in range(6)], [()] * 6, run, 2,
+                         interrupted=stop.set)
+    assert stop.is_set() and sorted(started) == sorted(ended) and len(started) <= 2

@@ -453,6 +453,7 @@ class _Tracker:
         self.part_owner: int | None = None  # the thread whose stage counts parts
         self.stages: dict[int, str] = {}  # thread -> its stage
         self.lock = threading.RLock()
+        self.stopping = False  # Ctrl-C during jobs side by side: workers end at their next event
 
     def stage(self, text: str) -> None:
         """A new stage of the calling thread: its work is timed from now (after any model it
@@ -510,7 +511,18 @@ class _Tracker:
             self.state.jobs_done += 1
             self.emit()
 
+    def stop(self) -> None:
+        """Ctrl-C while workers run jobs: each worker ends its job at its next event (a stored
+        question, a neuron decode), so every store closes cleanly before the study stops."""
+        with self.lock:
+            self.stopping = True
+            self.stages.clear()
+            self.state.stage = "interrupted: ending the running jobs at their next question"
+            self.emit()
+
     def emit(self) -> None:
+        if self.stopping and threading.current_thread() is not threading.main_thread():
+            raise KeyboardInterrupt
         if self.callback is not None:
             with self.lock:
                 self.callback(self.state)
@@ -988,7 +1000,7 @@ def _run_jobs(todo: Sequence[_Job], study: StudySpec, s: _Setting, pool: Sequenc
 
     try:
         run_side_by_side([job.run_dir for job in todo], [job.reads for job in todo], run,
-                         len(pool))
+                         len(pool), interrupted=tracker.stop)
     finally:
         if side_by_side:
             torch.set_num_threads(saved)  # MKL's count is process-wide: give it back

@@ -45,7 +45,8 @@ def threads_per_worker(workers: int, threads: int | None = None) -> int:
 
 
 def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
-                     run: Callable[[int, int], None], workers: int) -> None:
+                     run: Callable[[int, int], None], workers: int,
+                     interrupted: Callable[[], None] = lambda: None) -> None:
     """Run items ``0 .. len(outputs) - 1``, ``workers`` at a time, each once every earlier item
     whose output it reads has finished; of the items free to start, the one most others wait
     on (directly or not) first, then the earliest.
@@ -62,6 +63,12 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
         time, so per-worker state (loaded models, the thread count) is its own.
     workers : int
         At most this many items at once; 1 runs them in order in the calling thread.
+
+    interrupted : callable, optional
+        Called in this thread on Ctrl-C (``KeyboardInterrupt``) while items run: it must make
+        the running items end soon (the study's stop at their next stored question). They are
+        waited for, so their stores close cleanly, and the ``KeyboardInterrupt`` is raised
+        here; a second Ctrl-C stops waiting.
 
     The first item to raise stops further items from starting; the items already running are
     left to finish (a sampling run stores each question as it completes, so nothing is lost),
@@ -113,9 +120,25 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     # question it stored stays stored; SQLite rolls back the one being written).
     threads = [threading.Thread(target=work, args=(w,), daemon=True,
                                 name=f"zerogap-study-worker-{w}") for w in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        _join(threads)
+    except KeyboardInterrupt:
+        with ready:
+            failed.append(KeyboardInterrupt())  # no item starts from here on
+            ready.notify_all()
+        interrupted()
+        _join(threads)
+        raise
     if failed:
         raise failed[0]
+
+
+def _join(threads: Sequence[threading.Thread]) -> None:
+    """Wait for ``threads`` in short waits: a Ctrl-C the kernel hands to a worker thread only
+    sets CPython's flag, which this thread reads when it wakes (a plain join sleeps through
+    it)."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
