@@ -378,7 +378,6 @@ def _plan(study: StudySpec, s: _Setting, out: Path, dtype: str = "float32"
         else:  # every sampling job opens its model's greedy store, even if it reads nothing
             job.reads = tuple(p for p in (job.greedy_dir, job.source,
                                           neurons if job.strategy == "shortcut" else None) if p)
-    for job in jobs:
         if job.kind == "neurons":
             job.todo = 0 if job.run_dir.is_file() else 1
         elif job.kind == "design":

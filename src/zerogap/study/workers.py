@@ -34,13 +34,9 @@ def default_workers(device: str, backend_exclusive: bool, threads: int | None = 
     return 2 if threads >= 2 else 1
 
 
-def threads_per_worker(workers: int, threads: int | None = None) -> int:
-    """Torch threads for each of ``workers`` side by side: the caller's count split evenly
-    (at least one each)."""
-    if threads is None:
-        import torch
-
-        threads = torch.get_num_threads()
+def threads_per_worker(workers: int, threads: int) -> int:
+    """Torch threads for each of ``workers`` side by side: the caller's ``threads`` split
+    evenly (at least one each)."""
     return max(1, threads // workers)
 
 
