@@ -101,14 +101,32 @@ def test_two_workers_run_jobs_side_by_side_and_store_the_same_study(study_dir, r
                                                                     tmp_path):
     """``workers=2``: jobs overlap (the progress line shows two stages), each run is complete
     and, sampled by the same engine with the same seeds, holds the responses the one-worker
-    study stored (a near-tie may move with another batch size: at least 90% identical)."""
+    study stored (a near-tie may move with another batch size: at least 90% identical). With
+    two torch threads, each worker decodes on one while the other works, and the caller gets
+    its two back."""
+    import threading
+
+    import torch
+
     from zerogap.store import RunStore
 
     first, _, _ = study_dir
     out = tmp_path / "side"
-    stages = []
-    evaluate(reduced_study(), out, progress=lambda s: stages.append(s.stage), workers=2)
+    stages, threads = [], set()
+
+    def progress(state) -> None:
+        stages.append(state.stage)
+        if threading.current_thread() is not threading.main_thread():
+            threads.add(torch.get_num_threads())  # the worker's own count at its event
+
+    torch.set_num_threads(2)
+    try:
+        evaluate(reduced_study(), out, progress=progress, workers=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
     assert any(" | " in stage for stage in stages)  # two jobs' stages at once
+    assert 1 in threads and threads <= {1, 2}
     record = json.loads((out / "study.json").read_text())
     entry = record["settings"][0]
     assert record["workers"] == 2

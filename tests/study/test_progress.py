@@ -56,3 +56,30 @@ def test_the_line_shows_the_stage_counter_and_counts_the_eta_down():
     assert len(lines) >= 3 and all("| 4/40 neuron decodes |" in x for x in lines)
     etas = [_seconds(re.search(r"ETA (\S+) ", x).group(1)) for x in lines]
     assert etas[0] in (999, 1000) and etas == sorted(etas, reverse=True) and etas[-1] < etas[0]
+
+
+def test_a_threads_event_hook_runs_at_its_own_events_only():
+    """A worker's hook (``on_event``: retaking its share of torch's threads) runs in its own
+    thread at each of its events, never at another thread's."""
+    import threading
+
+    calls = []
+    tracker = _Tracker(None, StudyProgress(rows_total=4))
+    registered = threading.Event()
+    go_on = threading.Event()
+
+    def worker() -> None:
+        tracker.on_event(lambda: calls.append(threading.get_ident()))
+        registered.set()
+        go_on.wait(5)
+        tracker.stage("s: clean")
+        tracker.advance([_Row()])
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    registered.wait(5)
+    tracker.stage("s: identity")  # the main thread's events call no hook
+    tracker.advance([_Row()])
+    go_on.set()
+    thread.join(5)
+    assert calls == [thread.ident, thread.ident]

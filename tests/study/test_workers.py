@@ -13,7 +13,7 @@ def _record(durations: dict[int, float]):
     """A run function that sleeps each item's duration and records (item, worker, start, end)."""
     log, lock = [], threading.Lock()
 
-    def run(item: int, worker: int) -> None:
+    def run(item: int, worker: int, running) -> None:
         start = time.monotonic()
         time.sleep(durations.get(item, 0.05))
         with lock:
@@ -50,7 +50,7 @@ def test_an_item_others_wait_on_starts_before_earlier_free_ones():
     outputs = [Path("a"), Path("b"), Path("c"), Path("d"), Path("e")]
     reads = [(), (Path("a"),), (Path("a"),), (Path("a"),), (Path("d"),)]
     started = []
-    run_side_by_side(outputs, reads, lambda item, worker: started.append(item), 2)
+    run_side_by_side(outputs, reads, lambda item, worker, running: started.append(item), 2)
     assert started[0] == 0 and started[1] == 3 and started.index(4) > started.index(3)
     assert sorted(started) == [0, 1, 2, 3, 4]
 
@@ -58,15 +58,16 @@ def test_an_item_others_wait_on_starts_before_earlier_free_ones():
 def test_one_worker_runs_in_order_in_the_calling_thread():
     seen = []
     run_side_by_side([Path("a"), Path("b"), Path("c")], [(), (), ()],
-                     lambda item, worker: seen.append((item, worker, threading.get_ident())), 1)
-    assert seen == [(0, 0, threading.get_ident()), (1, 0, threading.get_ident()),
-                    (2, 0, threading.get_ident())]
+                     lambda item, worker, running: seen.append((item, worker, running(),
+                                                                 threading.get_ident())), 1)
+    me = threading.get_ident()
+    assert seen == [(0, 0, 1, me), (1, 0, 1, me), (2, 0, 1, me)]
 
 
 def test_a_failure_stops_new_items_and_is_raised_with_its_traceback():
     started = []
 
-    def run(item: int, worker: int) -> None:
+    def run(item: int, worker: int, running) -> None:
         started.append(item)
         if item == 0:
             raise RuntimeError("item 0 failed")
@@ -87,6 +88,28 @@ def test_defaults_split_the_threads():
     assert default_workers("cpu", True, threads=16) == 1  # an exclusive backend (vLLM)
     assert threads_per_worker(2, 2) == 1 and threads_per_worker(2, 16) == 8
     assert threads_per_worker(2, 1) == 1
+    assert threads_per_worker(1, 2) == 2  # an item running alone takes every thread
+
+
+def test_an_item_left_running_alone_sees_it():
+    """``running()`` counts the items running now: 2 while both workers are busy, 1 once the
+    other item has ended and nothing is left to start (the item may then take every thread)."""
+    both = threading.Barrier(2)
+    seen: dict[int, list[int]] = {}
+
+    def run(item: int, worker: int, running) -> None:
+        both.wait(5)  # both items have started
+        seen[item] = [running()]
+        both.wait(5)  # both have looked
+        if item == 0:
+            return
+        deadline = time.monotonic() + 5
+        while running() != 1 and time.monotonic() < deadline:  # item 0's worker lets go
+            time.sleep(0.01)
+        seen[item].append(running())
+
+    run_side_by_side([Path("a"), Path("b")], [(), ()], run, 2)
+    assert seen == {0: [2], 1: [2, 1]}
 
 
 def test_ctrl_c_ends_the_running_items_and_then_stops():
@@ -97,7 +120,7 @@ def test_ctrl_c_ends_the_running_items_and_then_stops():
     stop = threading.Event()
     started, ended = [], []
 
-    def run(item: int, worker: int) -> None:
+    def run(item: int, worker: int, running) -> None:
         started.append(item)
         if item == 0:
             _thread.interrupt_main()  # as a Ctrl-C the kernel hands to the main thread

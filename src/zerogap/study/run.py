@@ -453,6 +453,7 @@ class _Tracker:
         self.stages: dict[int, str] = {}  # thread -> its stage
         self.lock = threading.RLock()
         self.stopping = False  # Ctrl-C during jobs side by side: workers end at their next event
+        self.local = threading.local()  # a worker's own hook, called at each of its events
 
     def stage(self, text: str) -> None:
         """A new stage of the calling thread: its work is timed from now (after any model it
@@ -519,9 +520,17 @@ class _Tracker:
             self.state.stage = "interrupted: ending the running jobs at their next question"
             self.emit()
 
+    def on_event(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` in the calling thread at each of its later events (a worker retaking
+        its share of the CPU's threads as other jobs start and end)."""
+        self.local.hook = hook
+
     def emit(self) -> None:
         if self.stopping and threading.current_thread() is not threading.main_thread():
             raise KeyboardInterrupt
+        hook = getattr(self.local, "hook", None)
+        if hook is not None:
+            hook()
         if self.callback is not None:
             with self.lock:
                 self.callback(self.state)
@@ -972,7 +981,8 @@ def study_workers(workers: int | None, backend: str, device: str | None) -> int:
 def _run_jobs(todo: Sequence[_Job], study: StudySpec, s: _Setting, pool: Sequence[_Models],
               dirs: dict[str, Path], tracker: _Tracker, seconds: dict[str, float]) -> None:
     """Run a setting's unfinished jobs, one per model set of ``pool`` at a time; with more
-    than one, each worker thread gets an even share of torch's threads."""
+    than one, each worker thread gets an even share of torch's threads among the jobs running,
+    retaken at each of its events (a stored question, a neuron decode)."""
     from zerogap.study.workers import run_side_by_side, threads_per_worker
 
     side_by_side = len(pool) > 1
@@ -980,13 +990,18 @@ def _run_jobs(todo: Sequence[_Job], study: StudySpec, s: _Setting, pool: Sequenc
         import torch
 
         saved = torch.get_num_threads()
-        share = threads_per_worker(len(pool), saved)
         tracker.leave()  # the line shows the workers' stages from here
 
-    def run(item: int, worker: int) -> None:
+    def run(item: int, worker: int, running: Callable[[], int]) -> None:
         job = todo[item]
         if side_by_side:
-            torch.set_num_threads(share)  # the calling thread's own OpenMP count
+            def take_share() -> None:
+                share = threads_per_worker(running(), saved)
+                if torch.get_num_threads() != share:
+                    torch.set_num_threads(share)  # the calling thread's own OpenMP count
+
+            take_share()
+            tracker.on_event(take_share)
         started = time.monotonic()
         try:
             _run_job(job, study, s, pool[worker], dirs, tracker)

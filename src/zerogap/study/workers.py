@@ -12,6 +12,10 @@ operations, its OpenMP thread count (``torch.set_num_threads``) is the calling t
 and a thread needs no model pickled or imports repeated. What workers share, they must not
 change under each other: every worker loads its own copy of the models it runs (a shortcut
 patch hooks its model, the engine switches a model's attention implementation for a call).
+
+A worker with nothing it may start (the study's last job runs, or the job the rest wait for)
+leaves its core idle; the item still running then takes every thread at its next event
+(``running`` in :func:`run_side_by_side`), and gives the share back when another item starts.
 """
 
 from __future__ import annotations
@@ -34,14 +38,14 @@ def default_workers(device: str, backend_exclusive: bool, threads: int | None = 
     return 2 if threads >= 2 else 1
 
 
-def threads_per_worker(workers: int, threads: int) -> int:
-    """Torch threads for each of ``workers`` side by side: the caller's ``threads`` split
-    evenly (at least one each)."""
-    return max(1, threads // workers)
+def threads_per_worker(running: int, threads: int) -> int:
+    """Torch threads for each of ``running`` items side by side: the caller's ``threads``
+    split evenly (at least one each), so an item left running alone takes them all."""
+    return max(1, threads // running)
 
 
 def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
-                     run: Callable[[int, int], None], workers: int,
+                     run: Callable[[int, int, Callable[[], int]], None], workers: int,
                      interrupted: Callable[[], None] = lambda: None) -> None:
     """Run items ``0 .. len(outputs) - 1``, ``workers`` at a time, each once every earlier item
     whose output it reads has finished; of the items free to start, the one most others wait
@@ -54,9 +58,12 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     reads : (N,) sequences of paths
         What each item reads; an item waits only for *earlier* items that write one of them,
         so the order given is always a valid order and no wait can be circular.
-    run : callable ``(item, worker) -> None``
+    run : callable ``(item, worker, running) -> None``
         Runs one item on worker ``worker`` (``0 .. workers - 1``); a worker runs one item at a
-        time, so per-worker state (loaded models, the thread count) is its own.
+        time, so per-worker state (loaded models, the thread count) is its own. ``running()``
+        says how many items run at that moment, this one included: an item may ask it as it
+        goes and take a larger share of the CPU once the other workers have nothing to do
+        (the last job of a study, or one that the rest wait for).
     workers : int
         At most this many items at once; 1 runs them in order in the calling thread.
 
@@ -73,7 +80,7 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     n = len(outputs)
     if workers <= 1:
         for item in range(n):
-            run(item, 0)
+            run(item, 0, lambda: 1)
         return
     waits = [{j for j in range(i) if outputs[j] in set(reads[i])} for i in range(n)]
     # Items that others wait on go first (the most waiting, directly or not): a chain such as
@@ -85,6 +92,7 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
             behind[j] |= {i} | behind[i]
     pending = list(range(n))
     done: set[int] = set()
+    running: set[int] = set()
     failed: list[BaseException] = []
     ready = threading.Condition()
 
@@ -95,6 +103,7 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
                            key=lambda i: (-len(behind[i]), i), default=None)
                 if item is not None:
                     pending.remove(item)
+                    running.add(item)
                     return item
                 ready.wait()
             return None
@@ -102,13 +111,15 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     def work(worker: int) -> None:
         while (item := take()) is not None:
             try:
-                run(item, worker)
+                run(item, worker, lambda: len(running))
             except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
                 with ready:
+                    running.discard(item)
                     failed.append(err)
                     ready.notify_all()
                 return
             with ready:
+                running.discard(item)
                 done.add(item)
                 ready.notify_all()
 
