@@ -54,6 +54,7 @@ from zerogap.engine.base import (
 )
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
+from zerogap.engine.memory import available_bytes
 from zerogap.engine.prefix_cache import PrefixCache, limit_bytes
 from zerogap.progress import Progress, ProgressCallback
 
@@ -158,17 +159,6 @@ def _weights_state(model) -> tuple | None:
     hooks = tuple((id(m), tuple(m._forward_hooks), tuple(m._forward_pre_hooks))
                   for m in model.modules() if m._forward_hooks or m._forward_pre_hooks)
     return tensors, hooks
-
-
-def _available_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
-        return info["MemAvailable"]
-    except (OSError, KeyError, ValueError):
-        return 4 << 30
 
 
 class _BatchSizer:
@@ -367,7 +357,7 @@ class _Decoder:
         scores = cfg.num_attention_heads * (self.prefix_len + self.max_own) * 4 * 2
         per_row = per_token * self.max_own + scores + vocab * 4 * 8
         # Keep half of what is free for activations, the allocator and everything else.
-        return max(1, _available_bytes(self.device) // 2 // per_row)
+        return max(1, available_bytes(self.device) // 2 // per_row)
 
     # -- the loop -------------------------------------------------------------------------------
 

@@ -1,0 +1,101 @@
+"""How much memory the engine may still take on its device, for sizing its batches.
+
+On a CPU ``/proc/meminfo``'s ``MemAvailable`` is the machine's, not the process's: in a
+container (Docker's ``--memory``, a Kubernetes limit, a Slurm job's cgroup) the kernel kills
+the process once its cgroup passes its own limit, while the machine still shows free memory.
+So the figure here is the smaller of the two, the cgroup's room being its limit less what the
+group holds that the kernel cannot simply drop (usage less its inactive file cache, as
+``docker stats`` reports it), the tightest over the group and its ancestors. Both cgroup
+versions are read: v2's ``memory.max`` / ``memory.current``, v1's ``memory.limit_in_bytes`` /
+``memory.usage_in_bytes``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+UNKNOWN_BYTES = 4 << 30  # what a CPU without /proc/meminfo is assumed to have free
+# cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit value.
+_NO_LIMIT = 1 << 60
+
+
+def available_bytes(device: torch.device) -> int:
+    """Bytes free for this process on ``device``: the GPU's free memory, or on a CPU the
+    smaller of the machine's available memory and its cgroup's room."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    machine = meminfo_available()
+    room = cgroup_room()
+    if machine is None:
+        return room if room is not None else UNKNOWN_BYTES
+    return machine if room is None else min(machine, room)
+
+
+def meminfo_available(path: Path = Path("/proc/meminfo")) -> int | None:
+    """``MemAvailable`` in bytes, or None where the file or the field is missing."""
+    try:
+        with open(path) as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+        return info["MemAvailable"]
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def cgroup_room(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgroup")
+                ) -> int | None:
+    """Bytes this process's memory cgroup may still grow by before its limit, the least over
+    the group and its ancestors; None where no group on the way has a limit (or none is
+    readable)."""
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    rooms = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            rooms += _rooms(root, path, "memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # v1: the memory controller's hierarchy
+            rooms += _rooms(root / "memory", path, "memory.limit_in_bytes",
+                            "memory.usage_in_bytes", "total_inactive_file")
+    return min(rooms, default=None)
+
+
+def _rooms(mount: Path, path: str, limit_file: str, usage_file: str,
+           inactive_key: str) -> list[int]:
+    """The room under each limited group from ``path`` up to ``mount``. Inside a cgroup
+    namespace ``path`` may name the host's hierarchy, which this mount does not show: then
+    the mount's own root is this process's group."""
+    group = mount / path.strip("/")
+    if not group.is_dir():
+        group = mount
+    rooms = []
+    while True:
+        room = _room(group, limit_file, usage_file, inactive_key)
+        if room is not None:
+            rooms.append(room)
+        if group == mount or mount not in group.parents:
+            return rooms
+        group = group.parent
+
+
+def _room(group: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:
+    try:
+        limit = (group / limit_file).read_text().strip()
+        usage = int((group / usage_file).read_text())
+    except (OSError, ValueError):
+        return None
+    if limit == "max" or int(limit) >= _NO_LIMIT:
+        return None
+    inactive = 0
+    try:
+        for line in (group / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == inactive_key:
+                inactive = int(value)
+    except (OSError, ValueError):
+        pass
+    return max(0, int(limit) - max(0, usage - inactive))
