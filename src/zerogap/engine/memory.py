@@ -77,18 +77,19 @@ def _rooms(mount: Path, path: str, limit_file: str, usage_file: str,
         room = _room(group, limit_file, usage_file, inactive_key)
         if room is not None:
             rooms.append(room)
-        if group == mount or mount not in group.parents:
+        if group == mount:
             return rooms
         group = group.parent
 
 
 def _room(group: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:
     try:
-        limit = (group / limit_file).read_text().strip()
+        text = (group / limit_file).read_text().strip()
+        limit = _NO_LIMIT if text == "max" else int(text)
         usage = int((group / usage_file).read_text())
     except (OSError, ValueError):
         return None
-    if limit == "max" or int(limit) >= _NO_LIMIT:
+    if limit >= _NO_LIMIT:
         return None
     inactive = 0
     try:
@@ -98,4 +99,4 @@ def _room(group: Path, limit_file: str, usage_file: str, inactive_key: str) -> i
                 inactive = int(value)
     except (OSError, ValueError):
         pass
-    return max(0, int(limit) - max(0, usage - inactive))
+    return max(0, limit - max(0, usage - inactive))
