@@ -60,6 +60,30 @@ def test_cascade_equals_softmax_over_prefix_question_and_own_keys(prefix_len, wi
         assert torch.allclose(got[r : r + 1], want, atol=1e-5), r
 
 
+def test_bfloat16_cascade_matches_float32_on_the_same_values():
+    """In bfloat16 the own part's products run in bfloat16 (scores rounded) and the merge in
+    float32: the result stays within bfloat16 rounding of plain float32 softmax attention over
+    the same values (a dropped part or mask moves outputs by far more)."""
+    torch.manual_seed(2)
+    rows, kv_heads, dim, width, slots, q_width = 6, 2, 16, 12, 2, 8
+    bf = torch.bfloat16
+    q = torch.randn(rows, 4, 1, dim, dtype=bf)
+    pk, pv = (torch.randn(1, kv_heads, 30, dim, dtype=bf) for _ in range(2))
+    ok, ov = (torch.randn(rows, kv_heads, width, dim, dtype=bf) for _ in range(2))
+    qk, qv = (torch.randn(slots, kv_heads, q_width, dim, dtype=bf) for _ in range(2))
+    lengths, q_len = torch.tensor([12, 1, 5, 8, 2, 12]), torch.tensor([8, 3])
+    row_slot = torch.tensor([0, 1, 2, 3, 4, 5])  # rows 0-2 read slot 0, rows 3-5 slot 1
+    questions = Questions(qk, qv, key_mask(q_len, q_width, bf), row_slot, 3)
+    got = cascade(q, pk, pv, ok, ov, key_mask(lengths, width, bf), dim ** -0.5, questions)
+    assert got.dtype == bf
+    for r in range(rows):
+        n, g = int(lengths[r]), r // 3
+        k = torch.cat([pk[0], qk[g, :, : q_len[g]], ok[r, :, :n]], 1)[None].float()
+        v = torch.cat([pv[0], qv[g, :, : q_len[g]], ov[r, :, :n]], 1)[None].float()
+        want = _plain_attention(q[r : r + 1].float(), k, v, dim ** -0.5)
+        assert torch.allclose(got[r : r + 1].float(), want, atol=2e-2), r
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_explicit_attention_matches_the_cpu_flash_kernel(dtype):
     """The GPU's attention path (explicit float32 products) against the CPU's flash kernel, on

@@ -87,26 +87,47 @@ def cascade(query: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
     kv_heads = own_k.shape[1]
     per_row = heads // kv_heads * n
     q = query.reshape(rows, kv_heads, per_row, dim)
-    # The row's own part (short: its generated tokens): the rows are the batch.
-    parts = [_attend_with_lse(q, own_k, own_v, scaling, own_mask)]
+    shared = []
     if questions is not None:
-        parts.append(_question_part(q, questions, scaling))
+        shared.append(_question_part(q, questions, scaling))
     if prefix_k.shape[2]:
         # All rows' queries of one KV head form one (R*G*n, D) matrix against that head's keys.
         q_all = q.transpose(0, 1).reshape(1, kv_heads, rows * per_row, dim)
         o_p, lse_p = _attend_with_lse(q_all, prefix_k, prefix_v, scaling)
-        parts.append((o_p[0].view(kv_heads, rows, per_row, dim).transpose(0, 1),
-                      lse_p[0].view(kv_heads, rows, per_row).transpose(0, 1)))
-    if len(parts) == 1:
-        out = parts[0][0]
-    else:
-        top = torch.stack([lse for _, lse in parts]).amax(0)
-        weights = [(lse - top).exp_()[..., None] for _, lse in parts]
-        out, total = parts[0][0].float() * weights[0], weights[0]
-        for (o, _), w in zip(parts[1:], weights[1:], strict=True):
-            out, total = out.add_(o.float() * w), total + w
-        out = out.div_(total)
+        shared.append((o_p[0].view(kv_heads, rows, per_row, dim).transpose(0, 1),
+                       lse_p[0].view(kv_heads, rows, per_row).transpose(0, 1)))
+    out = _own_part(q, own_k, own_v, own_mask, scaling, shared)
     return out.reshape(rows, heads, n, dim).transpose(1, 2).to(query.dtype)
+
+
+def _own_part(q: torch.Tensor, own_k: torch.Tensor, own_v: torch.Tensor, own_mask: torch.Tensor,
+              scaling: float, shared: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """The rows' own part of the cascade, merged with the ``shared`` parts in the same softmax.
+
+    A part already attended to enters as one more key: its log-sum-exp is that key's score and
+    its normalised output the key's value, so the softmax over ``[own scores ; lse_1 ; ...]``
+    weighs it exactly as the softmax over all the keys it summarises would. ``q`` (R, Hkv, G*n,
+    D); ``shared`` holds ((R, Hkv, G*n, D) output, (R, Hkv, G*n) float32 log-sum-exp) pairs;
+    returns (R, Hkv, G*n, D) float32.
+
+    Explicit batched products, not the CPU flash kernel: that kernel pays per row and head,
+    which for a few queries against a few dozen keys cost two to three times these products
+    plus a separate merge (docs/engine.md, "Decode near the ceiling"). On a CPU the products
+    run in the cache's dtype (bfloat16 where ``--dtype auto`` chose it because the CPU computes
+    it natively; scores rounded as in transformers' eager attention) and the softmax in float32;
+    elsewhere in float32, like the other parts there (:func:`_attend_with_lse_explicit`).
+    """
+    width = own_k.shape[2]
+    if q.device.type != "cpu":
+        q, own_k, own_v = q.float(), own_k.float(), own_v.float()
+    scores = torch.matmul(q, own_k.transpose(-1, -2)).float().mul_(scaling).add_(own_mask)
+    if shared:
+        scores = torch.cat([scores, *(lse[..., None] for _, lse in shared)], dim=-1)
+    probs = scores.softmax(-1)
+    out = torch.matmul(probs[..., :width].to(own_v.dtype), own_v).float()
+    for i, (o, _) in enumerate(shared):
+        out.addcmul_(o, probs[..., width + i, None])
+    return out
 
 
 def _question_part(q: torch.Tensor, questions: Questions,
