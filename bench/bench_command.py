@@ -15,12 +15,15 @@ Workloads:
 
 * ``tiny``: W's prompt, 1 question x 1 sample x 4 tokens (almost nothing but start-up);
 * ``W``: GSM8K 8-shot CoT, 10 test questions x m = 16, T = 0.7, 128 new tokens;
-* ``arith``: the generated 2-shot word problems, 10 questions x 16 x 48 tokens.
+* ``arith``: the generated 2-shot word problems, 10 questions x 16 x 48 tokens;
+* ``study-job``: one sampling run of the demo's shape, 128 arith questions x 8 x 48 tokens
+  (the base model: the demo's own models are built by ``zerogap demo``).
 
 Usage::
 
-    python bench/bench_command.py [--previous f24be4b] [--repeat 2] [--workloads tiny W arith]
-        [--gsm8k /work/shared/data/gsm8k] [--threads N] [--json]
+    python bench/bench_command.py [--previous f24be4b] [--repeat 2]
+        [--workloads tiny W arith study-job] [--gsm8k /work/shared/data/gsm8k] [--threads N]
+        [--json]
 
 ``--threads`` sets ``OMP_NUM_THREADS`` for both sides (on a machine whose cores other jobs
 share, one thread can beat two; see docs/engine.md).
@@ -56,6 +59,8 @@ def workloads(gsm8k: Path) -> dict[str, list[str]]:
         "W": [*w, "--limit", "10", "-m", "16", "--max-new-tokens", "128"],
         "arith": ["--model", "embedded", "--task", "arith", "--limit", "10", "-m", "16",
                   "--max-new-tokens", "48"],
+        "study-job": ["--model", "embedded", "--task", "arith", "--limit", "128", "-m", "8",
+                      "--max-new-tokens", "48"],
     }
 
 
@@ -107,7 +112,7 @@ def main() -> None:
     parser.add_argument("--previous", default="f24be4b", metavar="REV")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workloads", nargs="+", default=["tiny", "W"],
-                        choices=("tiny", "W", "arith"))
+                        choices=("tiny", "W", "arith", "study-job"))
     parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", action="store_true")

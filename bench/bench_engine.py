@@ -17,6 +17,9 @@ generated 2-shot word problems, m = 16, 48 new tokens, the task's stop strings).
 * ``ceiling_tok_s``: a bare loop of one-token forward passes over the weights at that batch
   size with attention replaced by a no-op (the weights-only ceiling), so ``ratio_vs_ceiling``
   says how much of the step attention, sampling and host work take;
+* ``previous_cascade`` (``--previous-cascade REV``): the decode phase again with the cascade
+  attention of git revision REV, right after this tree's in every repetition, and the ratio of
+  their step times (REV over this tree) per repetition;
 * ``profile``: seconds per decode step split into weights (the ceiling's step), attention
   and cache (the engine's forward minus the weights), sampling (the hashed-noise draw) and
   the rest (host work: bookkeeping, stop checks, refills).
@@ -44,7 +47,7 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
         [--baseline-questions 2]
         [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
         [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
-        [--cpu-clock] [--device cpu|cuda] [--model embedded|FOLDER]
+        [--cpu-clock] [--device cpu|cuda] [--model embedded|FOLDER] [--previous-cascade REV]
 
 The 8-shot prompt is built here from the first GSM8K train items (calculator annotations
 removed, "#### N" rewritten as "The answer is N."). Anchor for short prompts: vLLM's CPU build
@@ -54,6 +57,7 @@ made ~319 tok/s with n = 16 on a machine of this kind (reference/environment.md)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
@@ -65,7 +69,7 @@ from pathlib import Path
 
 import torch
 
-from zerogap.engine import hf, noise, sample
+from zerogap.engine import attention, hf, noise, sample
 from zerogap.models import load_model
 
 STOP = "Question:"
@@ -132,16 +136,21 @@ def generate_baseline(model, tok, prompts, m, max_new, stop) -> tuple[int, float
     return total, now() - t0
 
 
-def previous_engine(rev: str):
-    """``zerogap.engine.hf`` as it was at git revision ``rev`` (a module of its own)."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/zerogap/engine/hf.py"],
+def module_at(rev: str, path: str):
+    """The module at ``path`` as it was at git revision ``rev`` (a module of its own)."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
                             check=True, capture_output=True, text=True).stdout
-    name = f"zerogap_engine_hf_{rev}"
+    name = f"{Path(path).stem}_at_{rev}"
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up
-    exec(compile(source, f"{rev}:hf.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
     return module
+
+
+def previous_engine(rev: str):
+    """``zerogap.engine.hf`` as it was at git revision ``rev``."""
+    return module_at(rev, "src/zerogap/engine/hf.py")
 
 
 def _no_attention(module, query, key, value, attention_mask, **kwargs):
@@ -240,6 +249,30 @@ def spread(values) -> str:
     return f"{min(values):.1f}-{max(values):.1f}"
 
 
+@contextlib.contextmanager
+def cascade_of(cascade):
+    """Decode with ``cascade`` as the engine's cascade attention for the ``with`` block (the
+    registered attention function looks it up in its module at every call)."""
+    saved = attention.cascade
+    attention.cascade = cascade
+    try:
+        yield
+    finally:
+        attention.cascade = saved
+
+
+def decode_seconds(model, tok, prompts, ids, per_q, max_new, ban) -> float:
+    """Seconds of the decode phase alone: a run of ``max_new + 1`` tokens minus a run of one
+    (encodes and the first step), every row banned from EOS."""
+    rows, timings = per_q * len(prompts), {}
+    for n_new in (1, max_new + 1):
+        t0 = now()
+        sample(model, tok, prompts, m=per_q, temperature=0.7, max_new_tokens=n_new,
+               question_ids=ids, intervention=ban, max_batch=rows)
+        timings[n_new] = now() - t0
+    return timings[max_new + 1] - timings[1]
+
+
 def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     m, max_new = args.m, args.max_new_tokens[name]
     ids = [f"test-{i}" for i in range(len(prompts))]
@@ -288,17 +321,22 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
     per_q = max(1, result["batch"] // n_q)
     rows = per_q * n_q
     ban = BanEos(tok.eos_token_id)
+    # With --previous-cascade each repetition also decodes with that revision's cascade
+    # attention, right after this tree's, so the two share the machine's state of the moment.
+    cascades = {"this tree": attention.cascade}
+    if args.previous_cascade:
+        cascades[args.previous_cascade] = module_at(args.previous_cascade,
+                                                    "src/zerogap/engine/attention.py").cascade
     decode, ceiling, profiles = [], [], []
+    steps = {label: [] for label in cascades}
     for _ in range(args.repeat):
-        timings = {}
-        with StepTimer() as timer:
-            for n_new in (1, max_new + 1):
-                t0 = now()
-                sample(model, tok, prompts[:n_q], m=per_q, temperature=0.7,
-                       max_new_tokens=n_new, question_ids=ids[:n_q], intervention=ban,
-                       max_batch=rows)
-                timings[n_new] = now() - t0
-        t_decode = timings[max_new + 1] - timings[1]
+        timers = {}
+        for label, cascade in cascades.items():
+            with cascade_of(cascade), StepTimer() as timers[label]:
+                t_decode = decode_seconds(model, tok, prompts[:n_q], ids[:n_q], per_q, max_new,
+                                          ban)
+            steps[label].append(t_decode / max_new)
+        t_decode, timer = steps["this tree"][-1] * max_new, timers["this tree"]
         decode.append(rows * max_new / t_decode)
         t_weights = ceiling_step(model, rows)
         ceiling.append(rows / t_weights)
@@ -307,6 +345,13 @@ def run_workload(name, model, tok, prompts, stop, args, previous) -> dict:
         profiles.append({"step_s": per_step, "weights_s": t_weights,
                          "attention_and_cache_s": forward - t_weights, "sampling_s": draw,
                          "rest_s": per_step - forward - draw})
+    if args.previous_cascade:
+        previous = steps[args.previous_cascade]
+        result["previous_cascade"] = {
+            "rev": args.previous_cascade, "step_s": [round(t, 4) for t in previous],
+            "this_tree_step_s": [round(t, 4) for t in steps["this tree"]],
+            "step_ratio": [round(a / b, 3) for a, b in zip(previous, steps["this tree"],
+                                                           strict=True)]}
     best = min(range(args.repeat), key=lambda i: profiles[i]["step_s"])
     if model.device.type == "cuda":
         # Reading every weight once per step at the copy bandwidth: rows tokens per step.
@@ -344,6 +389,12 @@ def report(name: str, r: dict) -> None:
         print(f"  memory-bandwidth ceiling {r['bandwidth_ceiling_tok_s']:.0f} tok/s (every "
               f"weight read once a step at the measured copy bandwidth): decode at "
               f"{100 * r['ratio_vs_bandwidth']:.1f}% of it")
+    if "previous_cascade" in r:
+        c = r["previous_cascade"]
+        pairs = ", ".join(f"{1000 * a:.0f}/{1000 * b:.0f}" for a, b in
+                          zip(c["step_s"], c["this_tree_step_s"], strict=True))
+        print(f"  cascade at {c['rev']} against this tree, ms a step per repetition: {pairs}; "
+              f"ratio {', '.join(f'{x:.3f}' for x in c['step_ratio'])}")
     p = r["profile"]
     print("  one decode step: " + ", ".join(f"{k[:-2]} {1000 * v:.0f} ms" for k, v in p.items()))
 
@@ -359,10 +410,15 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("-m", type=int, default=16)
     parser.add_argument("--quick", action="store_true",
-                        help="at most 3 questions, 64 / 48 new tokens, one repetition")
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions of the timed parts")
+                        help="at most 3 questions, 64 / 48 new tokens, one repetition "
+                             "unless --repeat")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="repetitions of the timed parts (default 2, with --quick 1)")
     parser.add_argument("--previous", metavar="REV", default=None,
                         help="also time the engine of this git revision, e.g. 6a1fe2c")
+    parser.add_argument("--previous-cascade", metavar="REV", default=None,
+                        help="also decode with the cascade attention of this git revision, "
+                             "alternating with this tree's in every repetition")
     parser.add_argument("--skip-generate", action="store_true")
     parser.add_argument("--decode-only", type=int, metavar="ROWS", default=None,
                         help="time only the decode phase and the ceiling, at ROWS rows")
@@ -375,8 +431,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object only")
     args = parser.parse_args()
     args.max_new_tokens = {"gsm8k": 128, "arith": 48}
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 2
     if args.quick:
-        args.repeat = 1
         if not args.decode_only:  # the decode phase alone is short on the full question set
             args.questions = min(args.questions, 3)
         args.max_new_tokens["gsm8k"] = 64

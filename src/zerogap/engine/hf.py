@@ -287,6 +287,12 @@ class _Decoder:
                              for k, v in kv])
         pads = torch.tensor([width - len(x) for x in sequences], device=self.device)
         steps = torch.arange(width, device=self.device)
+        # The last position as an index tensor, not ``logits_to_keep=1``: the slice that the int
+        # makes is a strided view, on which PyTorch's linear (frozen weights) takes a batched
+        # product over the output matrix copied once per row, 0.9 GB for 16 rows of
+        # SmolLM2's 49,152 x 576 (1.6 s against 13 ms in bfloat16); the index gathers a
+        # contiguous (B, 1, hidden) and the product is one plain matrix product.
+        last = torch.tensor([width - 1], device=self.device)
         out = self.model(
             input_ids=torch.tensor([[0] * (width - len(x)) + list(x) for x in sequences],
                                    device=self.device),
@@ -294,7 +300,7 @@ class _Decoder:
                                                  device=self.device),
                                       (steps >= pads[:, None]).long()], dim=1),
             position_ids=start + (steps - pads[:, None]).clamp_(min=0),
-            use_cache=True, logits_to_keep=1, **{self.cache_arg: cache},
+            use_cache=True, logits_to_keep=last, **{self.cache_arg: cache},
         )
         per_row = []
         for i, first in enumerate((start + pads).tolist()):
