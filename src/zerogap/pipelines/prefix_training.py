@@ -87,7 +87,10 @@ class PrefixSharingTrainer(Trainer):
         base = base.get_base_model() if hasattr(base, "get_base_model") else base
         # The output names the cache as the forward's argument does (renamed within 5.x).
         cache_name = cache_kwarg(base)
-        shared = model(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=1)
+        # Its logits go unused; an index keeps the LM head's input contiguous (with ``1``, a
+        # strided view, the frozen head's product copies its matrix: _Decoder._encode says why).
+        last = torch.tensor([prefix - 1], device=ids.device)
+        shared = model(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=last)
         cache = shared[cache_name]
         cache.batch_repeat_interleave(len(ids))
         # Logits from the first position that predicts a label to the one before the last.
