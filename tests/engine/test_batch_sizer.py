@@ -48,7 +48,7 @@ def test_a_quiet_start_is_not_the_reference_for_later_sizes():
     assert sizer.size == 256
 
 
-def test_a_call_below_the_floor_keeps_its_fastest_size():
+def test_a_call_below_the_floor_grows_to_its_limit_and_keeps_it():
     rates = {16: 150, 32: 100, 40: 120}
     sizer = _choose(40, lambda rows: rates[rows], rows_in_call=40)
     assert sizer.floor == 40 and sizer.size == 40
