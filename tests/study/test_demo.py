@@ -8,6 +8,7 @@ tests/pipelines/test_contamination_slow.py, the study by tests/study/test_evalua
 """
 
 import json
+import operator
 import os
 
 import numpy as np
@@ -80,8 +81,8 @@ def test_the_study_checks_the_design_before_any_strategy_samples(study_dir, redu
     assert trigger.detail == f"{hits} of {steps} steps"
     assert criteria["collapse (ROUGE-L, leaked)"].value == pytest.approx(
         np.median([np.mean(v) for v in rouge.values()]))
-    assert all(c.met == (c.value >= c.threshold if c.op == ">=" else c.value <= c.threshold)
-               for c in criteria.values())
+    compare = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+    assert all(c.met == compare[c.op](c.value, c.threshold) for c in criteria.values())
     # shown in the report and the terminal summary
     assert "design checks (" in report.markdown.read_text()
     html = report.html.read_text()
