@@ -18,6 +18,7 @@ from zerogap import cli
 from zerogap.analysis.design import KEYS, ngram_hits, read_design, rouge_l, rouge_words
 from zerogap.io.counts import read_counts
 from zerogap.models import load_tokenizer
+from zerogap.pipelines.contamination import preset
 from zerogap.store import RunStore
 from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
@@ -27,7 +28,9 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     study = demo_study(tmp_path, questions=10, m=4)
     (setting,) = study.settings
     assert study.labels() == list(DEFAULT_STRATEGIES)
-    assert setting.task == "arith" and setting.limit == 10 and study.m == 4
+    laptop = preset("laptop")  # the task the demo's models are trained on, with its options
+    assert (setting.task, setting.task_options) == (laptop.task, laptop.task_options)
+    assert setting.limit == 10 and study.m == 4
     assert setting.clean == str(tmp_path / "clean")
     assert setting.split_file == str(tmp_path / "split.json")
     # shortcut neurons scored on the demo's own questions (leaked half included), B = 512,

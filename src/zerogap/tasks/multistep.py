@@ -25,24 +25,15 @@ arithmetic steps) and the operand ranges (``number_ranges``, one drawn per item)
 from __future__ import annotations
 
 import itertools
-import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from zerogap.errors import UserError
+from zerogap.tasks.arith import CONTAINERS, NAMES, OBJECTS, ArithConfig
 from zerogap.tasks.base import register_task
 from zerogap.tasks.prompt import Exemplar
-from zerogap.tasks.qa import K_HELP, NumericQATask, PromptConfig, Row
+from zerogap.tasks.qa import NumericQATask, Row
 
-NAMES = (
-    "Tom", "Mia", "Sam", "Lily", "Ben", "Emma", "Jack", "Zoe", "Omar", "Nina",
-    "Leo", "Ava", "Ravi", "Sara", "Max", "Ella", "Ken", "Rosa", "Ivan", "Lena",
-)  # fmt: skip
-OBJECTS = (
-    "pens", "apples", "stickers", "marbles", "cookies", "books", "shells", "coins",
-    "cards", "balloons", "pencils", "crayons", "stamps", "beads", "oranges", "eggs",
-)  # fmt: skip
-CONTAINERS = (("boxes", "box"), ("bags", "bag"), ("packs", "pack"), ("jars", "jar"))
 GOODS = ("notebooks", "toy cars", "mugs", "kites", "puzzles", "candles", "hats", "plants")
 
 # -- the question's sentences ------------------------------------------------------------------
@@ -149,57 +140,28 @@ PAY = (
 )
 ANSWER = "The answer is {y}."
 
+ARITH_FIELDS = {f.name: f for f in fields(ArithConfig)}
 DEFAULT_STEP_WEIGHTS = (0.3, 0.4, 0.3)
 DEFAULT_NUMBER_RANGES = ((2, 12), (5, 20))
 
 
 @dataclass(frozen=True, kw_only=True)
-class MultistepConfig(PromptConfig):
-    """Options of the multistep task: the prompt's, the seed, split sizes and the difficulty mix.
+class MultistepConfig(ArithConfig):
+    """Options of the multistep task: arith's (the prompt's, the seed, split sizes, the
+    difficulty mix, validated alike) with its own mix of two-, three- and four-step items.
 
     Examples
     --------
-    >>> MultistepConfig(step_weights=(0, 1, 0)).step_weights
-    (0.0, 1.0, 0.0)
-    >>> MultistepConfig(number_ranges=((1, 9),))
-    Traceback (most recent call last):
-    ...
-    zerogap.errors.UserError: MultistepConfig.number_ranges entries must be [low, high] with ...
+    >>> MultistepConfig(k=0).step_weights, MultistepConfig(step_weights=(0, 1, 0)).step_weights
+    ((0.3, 0.4, 0.3), (0.0, 1.0, 0.0))
     """
 
     seed: int = field(default=0, metadata={
         "help": "seed of the items, their solutions and the exemplar selection from train"})
-    k: int = field(default=2, metadata=K_HELP)
-    n_train: int = field(default=1000, metadata={"help": "items in the train split", "min": 0})
-    n_test: int = field(default=200, metadata={"help": "items in the test split", "min": 0})
-    step_weights: tuple[float, float, float] = field(
-        default=DEFAULT_STEP_WEIGHTS,
-        metadata={"help": "relative frequency of two-, three- and four-step items"},
-    )
+    step_weights: tuple[float, float, float] = field(default=DEFAULT_STEP_WEIGHTS, metadata={
+        "help": "relative frequency of two-, three- and four-step items"})
     number_ranges: tuple[tuple[int, int], ...] = field(
-        default=DEFAULT_NUMBER_RANGES,
-        metadata={"help": "operand ranges [[low, high], ...]; each item draws one uniformly"},
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        where = type(self).__name__
-        weights = self.step_weights
-        if len(weights) != 3 or not all(isinstance(w, int | float) and not isinstance(w, bool)
-                                        and math.isfinite(w) and w >= 0 for w in weights) \
-                or sum(weights) <= 0:
-            raise UserError(f"{where}.step_weights must be three weights >= 0 with a positive "
-                            f"sum, got {list(weights)}")
-        object.__setattr__(self, "step_weights", tuple(float(w) for w in weights))
-        if not self.number_ranges:
-            raise UserError(f"{where}.number_ranges must hold at least one [low, high] range")
-        for r in self.number_ranges:
-            if not isinstance(r, tuple) or len(r) != 2 \
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) \
-                    or not 2 <= r[0] <= r[1]:
-                shown = list(r) if isinstance(r, tuple) else r
-                raise UserError(f"{where}.number_ranges entries must be [low, high] with "
-                                f"2 <= low <= high, got {shown!r}")
+        default=DEFAULT_NUMBER_RANGES, metadata=ARITH_FIELDS["number_ranges"].metadata)
 
 
 # -- problems ----------------------------------------------------------------------------------
@@ -469,11 +431,10 @@ class MultistepTask(NumericQATask):
 
     Examples
     --------
-    >>> task = MultistepTask(n_test=3, k=1)
-    >>> [q.id for q in task.questions("test")]
-    ['test-0', 'test-1', 'test-2']
-    >>> task.prompt(task.questions()[0]).count("Q: ")
-    2
+    >>> task = MultistepTask(n_test=2)
+    >>> first = task.questions()[0]
+    >>> task.grade(first, " " + task.rows("test")[0].answer).correct
+    True
     """
 
     name = "multistep"
