@@ -164,7 +164,7 @@ class RailCapStrategy(Strategy):
 
 
 class LNEBlockingStrategy(Strategy):
-    """LNE-blocking (baselines.md §2); floor rounding and sampling at tau are proposals."""
+    """LNE-blocking (docs/baselines.md §2); floor rounding and sampling at tau are proposals."""
 
     config_class = LNEBlockingConfig
     needs_greedy = True
@@ -182,7 +182,7 @@ class LNEBlockingStrategy(Strategy):
 
 
 class TEDStrategy(Strategy):
-    """TED (baselines.md §1.2): plain sampling, then the edit-distance and duplicate filter."""
+    """TED (docs/baselines.md §1): plain sampling, then the edit-distance and duplicate filter."""
 
     config_class = TEDConfig
     needs_greedy = True
@@ -201,7 +201,7 @@ class TEDStrategy(Strategy):
 
 
 class ShortcutStrategy(Strategy):
-    """Shortcut-neuron patching (baselines.md §3) with a saved neuron list and the base model."""
+    """Shortcut-neuron patching (docs/baselines.md §3): a saved neuron list, the base model."""
 
     config_class = ShortcutConfig
     requires = ("patching",)

@@ -53,7 +53,7 @@ class RailCapEdit(LogitsEdit):
 @dataclass(frozen=True)
 class BlockingEdit(LogitsEdit):
     """LNE-blocking: ban the argmax at the first ``counts[q]`` generated positions of question
-    ``q`` (``reference/baselines.md`` §2)."""
+    ``q`` (``docs/baselines.md`` §2)."""
 
     counts: tuple[int, ...]
 
@@ -70,7 +70,7 @@ class BlockingEdit(LogitsEdit):
 
 @dataclass(frozen=True)
 class NeuronPatchSpec(ActivationPatch):
-    """Shortcut-neuron patching (``reference/baselines.md`` §3): ``neurons`` of the evaluated
+    """Shortcut-neuron patching (``docs/baselines.md`` §3): ``neurons`` of the evaluated
     model overwritten with those of ``source`` (a loaded model of the same shapes) at every
     forward pass. Only an in-process backend can run it."""
 
