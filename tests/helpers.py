@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import tomllib
 from pathlib import Path
 
 from zerogap.tasks.base import Grade, Question, register_task, task_names
@@ -157,3 +158,19 @@ def tree_digest(folder: Path) -> dict[str, str]:
     byte."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def install_example(example: Path, site: Path) -> None:
+    """What ``pip install example`` leaves in ``site`` for entry points (a plugin under
+    ``examples/``): the module and a dist-info with METADATA and entry_points.txt, both from
+    the example's own files; no network."""
+    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
+    for module in example.glob("*.py"):
+        (site / module.name).write_text(module.read_text())
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
+             for group, entries in project["entry-points"].items()]
+    (info / "entry_points.txt").write_text("\n".join(lines))

@@ -5,7 +5,6 @@ would install it; no network), run end to end in a fresh interpreter."""
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,26 +17,11 @@ EXAMPLES = ROOT / "examples"
 HELPERS = ROOT / "tests"  # helpers.py: the byte tokenizer, the tiny Llama, toy-arith
 
 
-def install(example: Path, site: Path) -> None:
-    """What ``pip install`` leaves for entry points: the module and a dist-info with
-    METADATA and entry_points.txt, both from the example's own files."""
-    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
-    for module in example.glob("*.py"):
-        (site / module.name).write_text(module.read_text())
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
-                                   f"Version: {project['version']}\n")
-    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
-             for group, entries in project["entry-points"].items()]
-    (info / "entry_points.txt").write_text("\n".join(lines))
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site-packages")
     for example in ("no-stutter", "generate-backend"):
-        install(EXAMPLES / example, folder)
+        helpers.install_example(EXAMPLES / example, folder)
     return folder
 
 
