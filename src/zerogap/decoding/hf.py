@@ -27,13 +27,20 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 from transformers import LogitsProcessor
 
 from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
-from zerogap.decoding.railcap import pad_trajectories, railcap_apply
+from zerogap.decoding.railcap import (
+    answer_slot_markers,
+    marker_seen,
+    pad_trajectories,
+    railcap_apply,
+)
 from zerogap.decoding.settings import RailCapConfig
 
 
@@ -73,6 +80,9 @@ class RailCapLogitsProcessor(LogitsProcessor):
         ``input_ids.shape[1]`` of the (left-padded) batch given to ``generate``.
     num_return_sequences : int
         As given to ``generate``.
+    answer_markers : sequence of sequence of int
+        The task's answer marker as token sequences, for ``config.protect == "answer"``
+        (:func:`zerogap.decoding.specs.answer_marker_ids` makes them from a tokenizer).
 
     Attributes
     ----------
@@ -88,12 +98,14 @@ class RailCapLogitsProcessor(LogitsProcessor):
         *,
         prompt_length: int,
         num_return_sequences: int = 1,
+        answer_markers: Sequence[Sequence[int]] = (),
     ) -> None:
         _check_layout("RailCapLogitsProcessor", prompt_length, num_return_sequences)
         self.config = config or RailCapConfig()
         self.prompt_length = prompt_length
         self.num_return_sequences = num_return_sequences
         self.trajectory, self.traj_len = pad_trajectories(trajectories)  # (Q, L), (Q,)
+        self.markers = answer_slot_markers(self.config, answer_markers)  # (P, K) or None
         self.on_trajectory = torch.zeros(0, dtype=torch.long)
         self.interventions = torch.zeros(0, dtype=torch.long)
 
@@ -108,9 +120,15 @@ class RailCapLogitsProcessor(LogitsProcessor):
         self.trajectory = self.trajectory.to(scores.device)
         self.traj_len = self.traj_len.to(scores.device)
         question = torch.arange(rows, device=scores.device) // self.num_return_sequences  # (B,)
+        protected = None
+        if self.markers is not None:
+            self.markers = self.markers.to(scores.device)
+            protected = marker_seen(input_ids[:, self.prompt_length:],
+                                    torch.full((rows,), generated, device=scores.device),
+                                    self.markers)
         scores, on, hit = railcap_apply(
             scores, input_ids[:, -n:], self.trajectory, self.traj_len,
-            mode=self.config.mode, rows=question,
+            mode=self.config.mode, rows=question, protected=protected,
         )
         self.on_trajectory += on
         self.interventions += hit
