@@ -59,6 +59,25 @@ def test_railcap_processor_matches_hook_on_random_steps(mode, protect):
     ]
 
 
+def test_railcap_processor_called_past_the_prompt_finds_an_earlier_marker():
+    # A fresh processor called once on a prefix (as vLLM's reference calls it) knows that the
+    # marker (5, 3) came before, as one stepped through the prefix does.
+    config = RailCapConfig(n=2, protect="answer")
+    trajectory = [[3, 4, 5, 3, 4, 6, 7]]
+    prefix = torch.tensor([[0] * PROMPT_LEN + [3, 4, 5, 3, 4]])
+    logits = torch.zeros(1, 10)
+    logits[0, 6] = 5.0  # the trajectory's successor of (3, 4)
+    stepped = RailCapLogitsProcessor(trajectory, config, prompt_length=PROMPT_LEN,
+                                     answer_markers=[[5, 3]])
+    for t in range(prefix.shape[1] - PROMPT_LEN + 1):
+        out = stepped(prefix[:, : PROMPT_LEN + t], logits.clone())
+    fresh = RailCapLogitsProcessor(trajectory, config, prompt_length=PROMPT_LEN,
+                                   answer_markers=[[5, 3]])
+    assert torch.equal(fresh(prefix, logits.clone()), out) and out[0, 6] == 5.0
+    plain = RailCapLogitsProcessor(trajectory, RailCapConfig(n=2), prompt_length=PROMPT_LEN)
+    assert plain(prefix, logits.clone())[0, 6] == 0.0  # capped without the protection
+
+
 def test_blocking_processor_matches_hook():
     gen = torch.Generator().manual_seed(2)
     proc = LNEBlockingLogitsProcessor([1, 3], prompt_length=PROMPT_LEN, num_return_sequences=M)

@@ -8,7 +8,7 @@ import torch
 from zerogap.decoding.railcap import (
     RailCapConfig,
     RailCapHook,
-    marker_seen,
+    ends_with_marker,
     pad_markers,
     pad_trajectories,
     railcap_apply,
@@ -192,17 +192,19 @@ def test_core_traces_without_graph_breaks():
     assert torch._dynamo.explain(syncing)(args).break_reasons  # the check can fail
 
 
-def test_marker_seen_finds_any_form_anywhere_before_the_row_length():
+def test_ends_with_marker_sees_any_form_ending_at_the_last_token():
     markers = pad_markers([[5, 6, 7], [6, 7]])  # a form and its shorter variant
-    tokens = torch.tensor([[1, 5, 6, 7, 2],    # the long form, inside
-                           [6, 7, 0, 0, 0],    # the short one at the very start
+    tokens = torch.tensor([[1, 5, 6, 7, 2],    # the long form, then one more token
+                           [6, 7, 0, 0, 0],    # the short one, alone at the start
                            [1, 6, 2, 7, 0],    # its tokens, not in a row
-                           [1, 2, 6, 7, 0],    # after the row's length: ignored
-                           [1, 2, 3, 6, 7]])   # ends at the last token
-    lengths = torch.tensor([5, 2, 5, 3, 5])
-    assert marker_seen(tokens, lengths, markers).tolist() == [True, True, False, False, True]
-    assert marker_seen(tokens[:, :0], torch.zeros(5, dtype=torch.long), markers).tolist() == \
-        [False] * 5
+                           [1, 2, 6, 7, 0],    # past the row's length: ignored
+                           [1, 2, 3, 6, 7],    # at the end of a full row
+                           [1, 5, 6, 7, 0]])   # the long form at the end
+    lengths = torch.tensor([5, 2, 4, 3, 5, 4])
+    assert ends_with_marker(tokens, lengths, markers).tolist() == [
+        False, True, False, False, True, True]
+    assert ends_with_marker(tokens[:, :0], torch.zeros(6, dtype=torch.long), markers).tolist() \
+        == [False] * 6
     with pytest.raises(ValueError, match="non-empty"):
         pad_markers([[1], []])
 

@@ -37,7 +37,7 @@ from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
 from zerogap.decoding.railcap import (
     answer_slot_markers,
-    marker_seen,
+    ends_with_marker,
     pad_trajectories,
     railcap_apply,
 )
@@ -108,24 +108,24 @@ class RailCapLogitsProcessor(LogitsProcessor):
         self.markers = answer_slot_markers(self.config, answer_markers)  # (P, K) or None
         self.on_trajectory = torch.zeros(0, dtype=torch.long)
         self.interventions = torch.zeros(0, dtype=torch.long)
+        self.past_marker = torch.zeros(0, dtype=torch.bool)  # (B,) rows past a marker
+        self.checked = 0  # generated positions searched for a marker so far
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
         rows, generated = input_ids.shape[0], input_ids.shape[1] - self.prompt_length
         if generated == 0:
             self.on_trajectory = torch.zeros(rows, dtype=torch.long, device=scores.device)
             self.interventions = torch.zeros(rows, dtype=torch.long, device=scores.device)
+        protected = None
+        if self.markers is not None:  # before any early return: every step is checked
+            self.markers = self.markers.to(scores.device)
+            protected = self._past_marker(input_ids[:, self.prompt_length:], self.markers)
         n = self.config.n
         if generated < n:
             return scores
         self.trajectory = self.trajectory.to(scores.device)
         self.traj_len = self.traj_len.to(scores.device)
         question = torch.arange(rows, device=scores.device) // self.num_return_sequences  # (B,)
-        protected = None
-        if self.markers is not None:
-            self.markers = self.markers.to(scores.device)
-            protected = marker_seen(input_ids[:, self.prompt_length:],
-                                    torch.full((rows,), generated, device=scores.device),
-                                    self.markers)
         scores, on, hit = railcap_apply(
             scores, input_ids[:, -n:], self.trajectory, self.traj_len,
             mode=self.config.mode, rows=question, protected=protected,
@@ -133,6 +133,20 @@ class RailCapLogitsProcessor(LogitsProcessor):
         self.on_trajectory += on
         self.interventions += hit
         return scores
+
+    def _past_marker(self, generated: Tensor, markers: Tensor) -> Tensor:
+        """(B,) bool: rows whose generated tokens hold an answer marker. Each end position is
+        checked once (one per step in ``generate``; all of them on a first call that starts
+        past the prompt), and the result is kept."""
+        rows, length = generated.shape
+        if length == 0 or self.past_marker.shape[0] != rows:
+            self.past_marker = torch.zeros(rows, dtype=torch.bool, device=generated.device)
+            self.checked = 0
+        for end in range(self.checked + 1, length + 1):
+            self.past_marker |= ends_with_marker(
+                generated, torch.full((rows,), end, device=generated.device), markers)
+        self.checked = length
+        return self.past_marker
 
 
 class LNEBlockingLogitsProcessor(LogitsProcessor):

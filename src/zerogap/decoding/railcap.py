@@ -21,7 +21,9 @@ Choices the paper leaves open, fixed here:
   tokens too when a sample reaches "The answer is" on its trajectory. With the option, a row
   whose generated tokens hold the task's answer marker (any of its token sequences: the
   tokenizer writes "The answer is" differently after a space, a newline or a period) is never
-  capped again: the whole rest of the sample is the slot the grader reads. Not just the one
+  capped again: the whole rest of the sample is the slot the grader reads. Each step checks
+  whether the tokens *end* with a marker and the adapters remember it per sample, so the check
+  costs the same at every step. Not just the one
   token after the marker: SmolLM2's tokenizer writes " 42" as " ", "4", "2", so the first
   token after the marker is a lone space and the digits follow it.
 * **Ban mode** sets matched successors to ``-inf``. If that removed every finite logit of a row,
@@ -93,7 +95,7 @@ def recent_tokens(tokens: Tensor, lengths: Tensor, n: int) -> Tensor:
 
 def pad_markers(markers: Sequence[Sequence[int]], device=None) -> Tensor:
     """Stack marker token sequences into a left-padded ``(P, K)`` tensor; -1 pads (a wildcard
-    in :func:`marker_seen`). ``K`` is at least 1.
+    in :func:`ends_with_marker`). ``K`` is at least 1.
 
     Examples
     --------
@@ -109,8 +111,12 @@ def pad_markers(markers: Sequence[Sequence[int]], device=None) -> Tensor:
     return padded.to(device)
 
 
-def marker_seen(tokens: Tensor, lengths: Tensor, markers: Tensor) -> Tensor:
-    """Whether each row's generated tokens hold one of the marker sequences anywhere.
+def ends_with_marker(tokens: Tensor, lengths: Tensor, markers: Tensor) -> Tensor:
+    """Whether each row's generated tokens end with one of the marker sequences.
+
+    Called at every step, this sees every position a marker can end at once; the callers
+    keep, per sample, whether one ever did (a whole-sequence search at every step would cost
+    ``rows x tokens x markers`` comparisons a step, most of a step on a CPU).
 
     Parameters
     ----------
@@ -126,19 +132,17 @@ def marker_seen(tokens: Tensor, lengths: Tensor, markers: Tensor) -> Tensor:
 
     Examples
     --------
-    >>> tokens = torch.tensor([[7, 5, 6, 9], [5, 7, 6, 0]])
-    >>> marker_seen(tokens, torch.tensor([3, 4]), pad_markers([[5, 6]])).tolist()
-    [True, False]
+    >>> tokens = torch.tensor([[7, 5, 6, 9], [5, 7, 6, 0], [6, 0, 0, 0]])
+    >>> ends_with_marker(tokens, torch.tensor([3, 4, 1]), pad_markers([[5, 6], [6]])).tolist()
+    [True, False, True]
     """
     rows, width = tokens.shape[0], markers.shape[1]
     if tokens.shape[1] == 0:  # nothing generated yet (a shape, not a value: no sync)
         return torch.zeros(rows, dtype=torch.bool, device=tokens.device)
-    # -2 before each row: the start of a row only matches a marker's wildcard positions.
-    padded = torch.cat([tokens.new_full((rows, width - 1), -2), tokens], dim=1)  # (R, S+K-1)
-    windows = padded.unfold(1, width, 1)  # (R, S, K): window j ends at token j
-    hit = ((windows[:, :, None, :] == markers) | (markers < 0)).all(-1).any(-1)  # (R, S)
-    ends = torch.arange(tokens.shape[1], device=tokens.device)  # (S,)
-    return (hit & (ends < lengths[:, None])).any(-1)
+    pos = lengths[:, None] - width + torch.arange(width, device=tokens.device)  # (R, K)
+    # -2 before a row's first token: it only matches a marker's wildcard positions.
+    last = tokens.gather(1, pos.clamp(min=0)).masked_fill(pos < 0, -2)  # (R, K)
+    return ((last[:, None, :] == markers) | (markers < 0)).all(-1).any(-1)
 
 
 def railcap_apply(
@@ -279,6 +283,7 @@ class RailCapHook:
         self.trajectory, self.traj_len = pad_trajectories(trajectories, device)  # (Q, L), (Q,)
         self.markers = answer_slot_markers(config, answer_markers, device)  # (P, K) or None
         shape = (len(trajectories), samples_per_question)
+        self.past_marker = torch.zeros(shape, dtype=torch.bool, device=device)  # (Q, m)
         self.on_trajectory = torch.zeros(shape, dtype=torch.long, device=device)  # (Q, m)
         self.interventions = torch.zeros(shape, dtype=torch.long, device=device)  # (Q, m)
 
@@ -286,7 +291,11 @@ class RailCapHook:
         self, logits: Tensor, tokens: Tensor, lengths: Tensor, question: Tensor, sample: Tensor
     ) -> Tensor:
         recent = recent_tokens(tokens, lengths, self.config.n)  # (R, n)
-        protected = None if self.markers is None else marker_seen(tokens, lengths, self.markers)
+        protected = None
+        if self.markers is not None:
+            protected = self.past_marker[question, sample] | ends_with_marker(
+                tokens, lengths, self.markers)  # (R,)
+            self.past_marker[question, sample] = protected
         logits, on, hit = railcap_apply(
             logits, recent, self.trajectory, self.traj_len, mode=self.config.mode, rows=question,
             protected=protected,
