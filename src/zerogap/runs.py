@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from zerogap.decoding.specs import answer_marker_ids
 from zerogap.engine.base import Backend, Capabilities, Generation, InterventionSpec, SamplingSpec
 from zerogap.engine.hf import HFBackend
 from zerogap.errors import UserError
@@ -33,6 +34,7 @@ from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
 from zerogap.strategies import PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
+from zerogap.tasks.extract import ANSWER_MARKERS
 
 
 def build_strategy(name: str, options: dict | None,
@@ -97,7 +99,9 @@ def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
 
         return load_beside(spec, loaded.model).model
 
-    ctx = PrepareContext(m=m, greedy_source=greedy_rows, load_model=load)
+    ctx = PrepareContext(m=m, greedy_source=greedy_rows, load_model=load,
+                         answer_markers=lambda: answer_marker_ids(loaded.tokenizer,
+                                                                  ANSWER_MARKERS))
     hooks = strategy.prepare(ctx)
     return hooks, ctx.greedy() if strategy.needs_greedy else None
 

@@ -64,13 +64,16 @@ class PrepareContext:
 
     ``m``: samples per question; ``greedy_source``: returns the greedy decode of every question
     of the call, in its order (rows with ``token_ids``, ``text`` and ``entropies``);
-    ``load_model``: model spec -> model (a patch source on the evaluated model's device). Either
-    is None where the caller has none to offer.
+    ``load_model``: model spec -> model (a patch source on the evaluated model's device);
+    ``answer_markers``: the task's answer marker as the evaluated model's token sequences
+    (:func:`zerogap.decoding.specs.answer_marker_ids`). Each is None where the caller has none
+    to offer.
     """
 
     m: int
     greedy_source: Callable[[], Sequence[Any]] | None = None
     load_model: Callable[[str], Any] | None = None
+    answer_markers: Callable[[], tuple[tuple[int, ...], ...]] | None = None
     _rows: list | None = field(default=None, init=False, repr=False)
 
     def greedy(self) -> list:
@@ -93,6 +96,13 @@ class PrepareContext:
                 f"{qid} (and {len(missing) - 1} more) has none"
             )
         return [r.entropies for r in rows]
+
+    def markers(self, strategy: str) -> tuple[tuple[int, ...], ...]:
+        """The answer marker's token sequences (RailCap's ``protect="answer"``)."""
+        if self.answer_markers is None:
+            raise UserError(f"strategy {strategy} needs the task's answer marker, which this "
+                            "call does not offer")
+        return self.answer_markers()
 
     def model(self, spec: str) -> Any:
         """The model ``spec`` names (the shortcut strategy's patch source)."""
@@ -160,7 +170,8 @@ class RailCapStrategy(Strategy):
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         trajectories = tuple(tuple(row.token_ids) for row in ctx.greedy())
-        return InterventionSpec(RailCapEdit(trajectories, self.config))
+        markers = ctx.markers(self.name) if self.config.protect == "answer" else ()
+        return InterventionSpec(RailCapEdit(trajectories, self.config, markers))
 
 
 class LNEBlockingStrategy(Strategy):

@@ -45,6 +45,8 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
+    import dataclasses
+
     from zerogap.config import describe
     from zerogap.strategies import get_strategy
 
@@ -54,7 +56,7 @@ def _show(args) -> int:
     print(f"# strategy {args.name}: {_summary(type(strategy))}")
     print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}")
     print("# settings (--set KEY=VALUE), with this strategy's defaults:")
-    defaults = strategy.config.to_dict()
+    defaults = dataclasses.asdict(strategy.config)  # every field (a record may omit defaults)
     for line, key in zip(describe(type(strategy.config)), defaults, strict=True):
         print(f"{line}  [{args.name}: {defaults[key]!r}]")
     return 0
