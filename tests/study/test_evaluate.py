@@ -151,9 +151,10 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
     out, _, _ = study_dir
     study = reduced_study(m=5, strategies=("identity", "railcap"))
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
-    jobs, _, _ = _plan(study, prepare(study)[0], out)
+    jobs, _, _ = plan_setting(study, prepare(study)[0], out)
     todo = {job.label: job.todo for job in jobs}
     assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
     assert todo["clean greedy"] == todo["contaminated greedy"] == 0
@@ -240,7 +241,7 @@ def test_progress_line_redraws_on_its_own_clock():
     import time
 
     from zerogap.cli.evaluate import ProgressLine
-    from zerogap.study.run import StudyProgress
+    from zerogap.study.progress import StudyProgress
 
     stream = io.StringIO()
     line = ProgressLine(stream, every=0.05)
@@ -255,12 +256,13 @@ def test_progress_line_redraws_on_its_own_clock():
 def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
     from dataclasses import replace
 
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     study = reduced_study(strategies=("identity",))
     same = replace(study.settings[0], contaminated=study.settings[0].clean)
     study = replace(study, settings=(same,))
-    jobs, _, _ = _plan(study, prepare(study)[0], tmp_path)
+    jobs, _, _ = plan_setting(study, prepare(study)[0], tmp_path)
     greedy = [job for job in jobs if job.kind == "greedy"]
     assert greedy[0].run_dir == greedy[1].run_dir
     assert [job.todo for job in greedy] == [10, 0]
@@ -271,16 +273,18 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     the same folder plans every run anew, while the HF float32 runs keep their names."""
     from dataclasses import replace
 
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
     setting = prepare(study)[0]
     # the design checks are recomputed every time (they read the runs, and cost nothing)
-    jobs = {j.label: j for j in _plan(study, setting, out)[0] if j.kind != "design"}
+    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind != "design"}
     assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        again = {j.label: j for j in _plan(other, setting, out, dtype)[0] if j.kind != "design"}
+        again = {j.label: j for j in plan_setting(other, setting, out, dtype)[0]
+                 if j.kind != "design"}
         assert again.keys() == jobs.keys()
         assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
         assert all(job.todo == 10 for job in again.values())
@@ -342,7 +346,7 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
 
 def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
     from zerogap.io.neurons import load_neurons
-    from zerogap.study.run import prepare
+    from zerogap.study.settings import prepare
 
     out, _, _ = study_dir
     (setting,) = prepare(reduced_study())
@@ -358,7 +362,8 @@ def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir,
 
 
 def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
     from zerogap.study.spec import SettingSpec, StudySpec
 
     setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
@@ -367,7 +372,7 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
                       ablation=True, m=2)
     (prepared,) = prepare(study)
     assert prepared.t_task == 2  # 16.2 words a solution against GSM8K's 54.8: 7 -> 2
-    jobs = {job.label: job for job in _plan(study, prepared, tmp_path)[0]}
+    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
     assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
@@ -417,7 +422,8 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
     from zerogap import models
     from zerogap.engine.base import EngineOptions
     from zerogap.store import RunStore
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     study = reduced_study(strategies=("identity", "shortcut"))
     setting = prepare(study)[0]
@@ -435,7 +441,7 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
         assert json.loads((out / "study.json").read_text())["dtype"] == dtype
         assert f"- sampled with the weights in {dtype}" in (out / "report.md").read_text()
         assert f"weights in {dtype}," in (out / "report.html").read_text()
-        planned = [j for j in _plan(study, setting, out, dtype)[0] if j.kind in ("sample",
+        planned = [j for j in plan_setting(study, setting, out, dtype)[0] if j.kind in ("sample",
                                                                                  "greedy")]
         assert planned and all(job.todo == 0 for job in planned)  # made, under these names
         assert {j.run_dir for j in planned} == {p for p in (out / "runs").iterdir()}
@@ -444,5 +450,5 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
                 assert store.config()["dtype"] == dtype, job.label
     float32 = {p.name for p in (tmp_path / "float32" / "runs").iterdir()}
     assert float32.isdisjoint(p.name for p in (tmp_path / "bfloat16" / "runs").iterdir())
-    assert float32 == {j.run_dir.name for j in _plan(study, setting, tmp_path, "float32")[0]
+    assert float32 == {j.run_dir.name for j in plan_setting(study, setting, tmp_path, "float32")[0]
                        if j.kind in ("sample", "greedy")}
