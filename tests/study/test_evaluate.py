@@ -33,7 +33,15 @@ def test_study_samples_every_run_and_writes_the_report(study_dir, reduced_study)
     # every job this invocation ran has its wall time, and the summary states location's share
     assert {"clean", "identity", "shortcut neurons"} <= set(entry["seconds"])
     assert all(v >= 0 for v in entry["seconds"].values())
+    # wall time and job time apart (jobs side by side take less wall than their sum)
+    assert entry["wall_seconds"] > 0
+    time_line = next(line for line in report.checks["tiny-toy"].lines()
+                     if line.startswith("time:"))
+    assert " s wall time, " in time_line and " s summed over the jobs, shortcut-neuron " \
+        "location " in time_line
     assert "shortcut-neuron location" in report.markdown.read_text()
+    # the toy task has no reference solutions: nothing set LNE-blocking's T_task, none stated
+    assert "lne_t_task" not in entry["baselines"]
     ranks = json.loads((out / entry["ranks"]).read_text())
     assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
     assert all(r > 1 for rs in ranks["ranks"].values() for r in rs)
@@ -85,8 +93,9 @@ def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     out, first, _ = study_dir
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     seconds = json.loads((out / "study.json").read_text())["settings"][0]["seconds"]
-    states = []
-    again = evaluate(reduced_study(), out, progress=states.append)
+    states, stages = [], []
+    again = evaluate(reduced_study(), out,
+                     progress=lambda s: states.append(s) or stages.append(s.stage))
     assert states[-1].rows_total == 0 and states[-1].questions_done == 0
     after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     assert after.keys() == before.keys()
@@ -95,6 +104,45 @@ def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     from zerogap.analysis.report import summary_table
 
     assert summary_table(again) == summary_table(first)
+    # Figure 1's ranks are kept while their inputs are those they were computed from
+    assert stages and not any("Figure 1 ranks" in stage for stage in stages)
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    assert ranks["inputs"] == {"greedy": Path(entry["runs"]["clean greedy"]).name,
+                               "contaminated": reduced_study().settings[0].contaminated}
+    (out / entry["ranks"]).write_text(json.dumps(
+        {**ranks, "inputs": {**ranks["inputs"], "contaminated": "another model"}}))
+    stages.clear()
+    evaluate(reduced_study(), out, progress=lambda s: stages.append(s.stage))
+    assert any("Figure 1 ranks" in stage for stage in stages)
+    assert json.loads((out / entry["ranks"]).read_text()) == ranks
+
+
+def test_a_study_made_before_wall_times_and_ranks_inputs_resumes_as_it_was(study_dir,
+                                                                          reduced_study,
+                                                                          tmp_path):
+    """A study folder whose study.json records no wall time and whose ranks file no inputs
+    (made before either was recorded): its rerun keeps the ranks, records no wall time it
+    cannot know, and states the jobs' time alone."""
+    import shutil
+
+    out = tmp_path / "old"
+    shutil.copytree(study_dir[0], out)
+    record = json.loads((out / "study.json").read_text())
+    entry = record["settings"][0]
+    del entry["wall_seconds"]
+    (out / "study.json").write_text(json.dumps(record))
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    del ranks["inputs"]
+    (out / entry["ranks"]).write_text(json.dumps(ranks))
+    stages = []
+    report = evaluate(reduced_study(), out, progress=lambda s: stages.append(s.stage))
+    assert stages and not any("Figure 1 ranks" in stage for stage in stages)
+    assert json.loads((out / entry["ranks"]).read_text()) == ranks
+    assert "wall_seconds" not in json.loads((out / "study.json").read_text())["settings"][0]
+    time_line = next(line for line in report.checks["tiny-toy"].lines()
+                     if line.startswith("time:"))
+    assert "wall" not in time_line and " s summed over the jobs" in time_line
 
 
 def test_two_workers_run_jobs_side_by_side_and_store_the_same_study(study_dir, reduced_study,
@@ -371,11 +419,17 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     study = StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
                       ablation=True, m=2)
     (prepared,) = prepare(study)
-    assert prepared.t_task == 2  # 16.2 words a solution against GSM8K's 54.8: 7 -> 2
+    # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it
+    assert prepared.records == {"lne_t_task": 2}
     jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
     assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
+    # only what runs is recorded: no LNE-blocking, no T_task; only its ablation, none taken
+    (without,) = prepare(StudySpec(settings=(setting,), strategies=("identity", "railcap"), m=2))
+    assert without.records == {}
+    (own,) = prepare(StudySpec(settings=(setting,), strategies=("lne-blocking:t_task=7",), m=2))
+    assert own.records == {}
 
 
 def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path,

@@ -333,7 +333,7 @@ def _evaluate(args) -> int:
     workers = study_workers(args.workers, study.backend, args.device)
     for note in notes:  # after the checks: a refused study is one line
         print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    return _run_study(study, prepared, out, args, engine_options(args, study.backend), workers)
+    return _run_study(study, prepared, out, args, engine_options(args), workers)
 
 
 def _report(args) -> int:

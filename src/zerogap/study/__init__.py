@@ -2,8 +2,8 @@
 
 :mod:`zerogap.study.spec` holds the study's one config (settings, sweep, strategies, sampling and
 scoring fields) and its TOML file; :mod:`zerogap.study.run` runs a study and writes its record,
-through one module per concern (settings, sweep, plan, jobs, workers, neurons, checks, progress;
-its docstring lists them); :mod:`zerogap.study.demo` is ``zerogap demo``'s study on the laptop
-preset's models. The package sits above :mod:`zerogap.runs` and below the command line;
-:mod:`zerogap.analysis` only reads what it writes.
+through one module per concern (settings, sweep, plan, jobs, executor, workers, neurons, checks,
+progress: its docstring lists them); :mod:`zerogap.study.demo` is ``zerogap demo``'s study on
+the laptop preset's models. The package sits above :mod:`zerogap.runs` and below the command
+line; :mod:`zerogap.analysis` only reads what it writes.
 """

@@ -11,6 +11,7 @@ from zerogap.analysis.score import REPEAT
 from zerogap.errors import DataError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.strategies import PLAIN
 from zerogap.study.progress import Tracker
 from zerogap.study.settings import Setting
 
@@ -40,14 +41,14 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
         greedy = {q: g.text.strip() for q, g in store.greedy().items()}
     copies = dict.fromkeys(ids, 0)
     samples = dict.fromkeys(ids, 0)
-    with RunStore(dirs["identity"], create=False) as store:
+    with RunStore(dirs[PLAIN], create=False) as store:
         for row in store.samples():
             if row.question_id in copies:
                 samples[row.question_id] += 1
                 copies[row.question_id] += row.text.strip() == greedy[row.question_id]
     leaked = set(s.leaked or ())
     criteria = design_criteria(
-        solve("clean"), solve(REPEAT), solve("identity"),
+        solve("clean"), solve(REPEAT), solve(PLAIN),
         np.array([copies[q] for q in ids]), np.array([samples[q] for q in ids]),
         np.array([q in leaked for q in ids]),
     )
@@ -56,11 +57,18 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
 
 
 def figure_ranks(path: Path, s: Setting, models: Models, greedy_clean: Path,
-           tracker: Tracker) -> None:
+                 tracker: Tracker) -> None:
+    """Figure 1 b/d's teacher-forced ranks of setting ``s`` into ``path``, kept from an earlier
+    run when their inputs have not changed: the questions, the clean model's greedy decodes
+    (``greedy_clean``, a directory named by its run's content: model, task, backend, dtype,
+    token limit) and the contaminated model they are forced into. A file of a study made
+    before the inputs were recorded is kept when its questions are the same."""
     from zerogap.store import RunStore
 
     ids = [q.id for q in s.questions]
-    if path.is_file() and _kept_ranks(path).get("questions") == ids:
+    inputs = {"greedy": greedy_clean.name, "contaminated": s.spec.contaminated}
+    kept = _kept_ranks(path) if path.is_file() else {}
+    if kept.get("questions") == ids and kept.get("inputs", inputs) == inputs:
         return
     tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
     with RunStore(greedy_clean, create=False) as store:
@@ -69,10 +77,10 @@ def figure_ranks(path: Path, s: Setting, models: Models, greedy_clean: Path,
     # The clean model's greedy tokens, teacher-forced into the contaminated model; only the
     # steps where the two disagree (rank > 1) are kept, as in paper Figure 1 b/d.
     forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
-    scored = models.backend_of("contaminated").forced_ranks(prompts, forced)
+    scored = models.engine("contaminated").backend.forced_ranks(prompts, forced)
     ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps({"questions": ids, "ranks": ranks}) + "\n")
+    write_text(path, json.dumps({"questions": ids, "ranks": ranks, "inputs": inputs}) + "\n")
 
 
 def _kept_ranks(path: Path) -> dict:

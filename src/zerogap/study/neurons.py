@@ -35,7 +35,8 @@ def locate_neurons(path: Path, study: StudySpec, s: Setting, models: Models,
     )
     from zerogap.store import RunStore
 
-    contaminated, clean = models("contaminated"), models("clean")
+    contaminated = models.engine("contaminated").loaded
+    clean = models.engine("clean").loaded
     tracker.stage(f"{s.spec.name}: loading the base model")
     base = load_beside(s.spec.base, contaminated.model)
     tracker.stage(f"{s.spec.name}: locating shortcut neurons")

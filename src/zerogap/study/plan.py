@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from zerogap.analysis.report import slug
 from zerogap.analysis.score import REPEAT
 from zerogap.engine.base import DEFAULT_BACKEND
+from zerogap.strategies import PLAIN, strategy_class
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
@@ -45,7 +46,7 @@ class Job:
     label: str
     role: str  # whose model: "clean" | "contaminated"
     run_dir: Path
-    strategy: str = "identity"
+    strategy: str = PLAIN
     options: dict = field(default_factory=dict)
     seed: int = 0
     greedy_dir: Path | None = None
@@ -67,7 +68,7 @@ def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
 
 
 def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
-          ) -> tuple[list[Job], dict[str, Path], dict[str, Path]]:
+                 ) -> tuple[list[Job], dict[str, Path], dict[str, Path]]:
     """The jobs of one setting in execution order, each strategy label's run dir, and each
     control's (a strategy applied to the clean model) run dir.
 
@@ -81,8 +82,6 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     from the clean counts. A filtering strategy (TED) reads the plain samples of its model
     (identity's run; for the clean model, its second batch) instead of sampling them again.
     """
-    from zerogap.strategies import strategy_class
-
     spec = s.spec
     ids = {q.id for q in s.questions}
     task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
@@ -125,13 +124,13 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
         if not chosen.samples_model:
             return None
         model = getattr(spec, role)
-        if name == "shortcut":
+        named = options
+        if chosen.needs_neurons:
             if not any(job.kind == "neurons" for job in jobs):
-                jobs.append(Job("neurons", "shortcut neurons", "contaminated", neurons))
+                jobs.append(Job("neurons", f"{name} neurons", "contaminated", neurons))
             # The run records the list's absolute path; its name (a digest) names the run.
-            options = {"neurons": str(neurons.resolve()), "base": spec.base}
-        named = {**options, "neurons": Path(options["neurons"]).name} if "neurons" in options \
-            else options
+            options = chosen.neuron_settings(str(neurons.resolve()), spec.base)
+            named = chosen.neuron_settings(neurons.name, spec.base)
         shown = label if role == "contaminated" else f"{label} on the clean model"
         if chosen.filters_only and plain is not None:
             return Job("filter", shown, role,
@@ -148,12 +147,12 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     labels = study.labels()
     made: dict[str, Path] = {}
     # Identity first: the design checks read it before any strategy samples.
-    for label in sorted(labels, key=lambda label: label != "identity"):
-        job = strategy_job(label, "contaminated", made.get("identity"))
+    for label in sorted(labels, key=lambda label: label != PLAIN):
+        job = strategy_job(label, "contaminated", made.get(PLAIN))
         if job is not None:
             jobs.append(job)
             made[label] = job.run_dir
-        if label == "identity":
+        if label == PLAIN:
             jobs.append(Job("design", "design checks", "contaminated",
                              out / "design" / f"{slug(spec.name)}.json"))
     dirs.update({label: made[label] for label in labels if label in made})  # table order
@@ -166,12 +165,13 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     seen: set[Path] = set()
     for job in jobs:
         if job.kind == "design":
-            job.reads = (dirs["clean"], dirs[REPEAT], dirs["identity"], dirs["greedy"])
+            job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"])
         elif job.kind == "neurons":
             job.reads = (greedy["contaminated"],)
         else:  # every sampling job opens its model's greedy store, even if it reads nothing
+            located = strategy_class(job.strategy).needs_neurons
             job.reads = tuple(p for p in (job.greedy_dir, job.source,
-                                          neurons if job.strategy == "shortcut" else None) if p)
+                                          neurons if located else None) if p)
         if job.kind == "neurons":
             job.todo = 0 if job.run_dir.is_file() else 1
         elif job.kind == "design":

@@ -67,7 +67,6 @@ class Tracker:
         self.part_owner: int | None = None  # the thread whose stage counts parts
         self.stages: dict[int, str] = {}  # thread -> its stage
         self.lock = threading.RLock()
-        self.stopping = False  # Ctrl-C during jobs side by side: workers end at their next event
         self.local = threading.local()  # a worker's own hook, called at each of its events
 
     def stage(self, text: str) -> None:
@@ -127,22 +126,21 @@ class Tracker:
             self.emit()
 
     def stop(self) -> None:
-        """Ctrl-C while workers run jobs: each worker ends its job at its next event (a stored
-        question, a neuron decode), so every store closes cleanly before the study stops."""
+        """Ctrl-C while jobs run side by side: says so, while the executor ends each job at
+        its next event (a stored question, a neuron decode), so every store closes cleanly
+        before the study stops."""
         with self.lock:
-            self.stopping = True
             self.stages.clear()
             self.state.stage = "interrupted: ending the running jobs at their next question"
             self.emit()
 
     def on_event(self, hook: Callable[[], None]) -> None:
-        """Call ``hook`` in the calling thread at each of its later events (a worker retaking
-        its share of the CPU's threads as other jobs start and end)."""
+        """Call ``hook`` in the calling thread at each of its later events: the executor's
+        :meth:`~zerogap.study.executor.Slot.event` (a share of the CPU's threads retaken as
+        other jobs start and end; the stop after an interrupt)."""
         self.local.hook = hook
 
     def emit(self) -> None:
-        if self.stopping and threading.current_thread() is not threading.main_thread():
-            raise KeyboardInterrupt
         hook = getattr(self.local, "hook", None)
         if hook is not None:
             hook()

@@ -23,7 +23,7 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
 
 Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
 (:mod:`zerogap.engine.base`); a backend's runs are kept in directories of their own, and a
-strategy the backend cannot run is refused by :func:`prepare`.
+strategy the backend cannot run is refused by :func:`~zerogap.study.settings.prepare`.
 
 A study's sweep (:class:`~zerogap.study.spec.SweepSpec`) adds one such setting per
 contamination strength of a ``zerogap contaminate`` folder; variants the folder lacks are first
@@ -34,8 +34,9 @@ The study sits above :mod:`zerogap.runs` and touches the model side (:mod:`zerog
 the functions that sample: importing it costs no torch. Its parts, one concern a module:
 :mod:`~zerogap.study.settings` (the settings made concrete and checked),
 :mod:`~zerogap.study.sweep` (contamination sweeps), :mod:`~zerogap.study.plan` (which jobs, in
-which run directories), :mod:`~zerogap.study.jobs` and :mod:`~zerogap.study.workers` (running
-them, side by side), :mod:`~zerogap.study.neurons` (shortcut-neuron location),
+which run directories), :mod:`~zerogap.study.jobs` (running each), :mod:`~zerogap.study.executor`
+(the contract of what schedules them) and :mod:`~zerogap.study.workers` (local threads side by
+side, the default), :mod:`~zerogap.study.neurons` (shortcut-neuron location),
 :mod:`~zerogap.study.checks` (design checks, Figure 1's ranks), :mod:`~zerogap.study.progress`;
 this module runs them in order and writes ``study.json``.
 """
@@ -43,32 +44,38 @@ this module runs them in order and writes ``study.json``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
 from zerogap.analysis.score import REPEAT
 from zerogap.io.files import write_text
+from zerogap.strategies import PLAIN, strategy_class
 from zerogap.study.checks import figure_ranks
+from zerogap.study.executor import Executor
 from zerogap.study.jobs import Models, run_jobs, study_workers
 from zerogap.study.plan import plan_setting
 from zerogap.study.progress import StudyProgress, Tracker
 from zerogap.study.settings import Setting, prepare
 from zerogap.study.spec import StudySpec, study_toml
 from zerogap.study.sweep import build_sweep, missing_variants
+from zerogap.study.workers import LocalThreads
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
 
 
-def _recorded_seconds(out: Path) -> dict[str, dict[str, float]]:
-    """Each setting's job times in an earlier ``study.json`` of ``out`` (none when there is
-    none or it cannot be read: the times are a report's aside, never a reason to stop)."""
+def _recorded_times(out: Path) -> dict[str, tuple[dict[str, float], float | None]]:
+    """Each setting's job times and wall time in an earlier ``study.json`` of ``out`` (none
+    when there is none or it cannot be read: the times are a report's aside, never a reason to
+    stop; a wall time of None where an older study recorded none)."""
     try:
         record = json.loads((out / STUDY_FILE).read_text(encoding="utf-8"))
-        return {e["name"]: {k: float(v) for k, v in e.get("seconds", {}).items()}
+        return {e["name"]: ({k: float(v) for k, v in e.get("seconds", {}).items()},
+                            None if e.get("wall_seconds") is None else float(e["wall_seconds"]))
                 for e in record["settings"]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
@@ -78,26 +85,30 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
              device: str | None = None, max_batch: int | None = None,
              engine: EngineOptions | None = None,
              commands: Sequence[str] = (), prepared: Sequence[Setting] | None = None,
-             workers: int | None = None) -> Report:
+             workers: int | None = None, executor: Executor | None = None) -> Report:
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
     ``engine`` (:class:`zerogap.engine.base.EngineOptions`) says how models load for
-    ``study.backend``; without it, ``device`` and ``max_batch`` for the HF engine.
-    ``commands`` are shown first among the report's commands to reproduce. ``prepared`` is
-    what :func:`prepare` returned for this study, where the caller checked it first (the CLI
-    does, before it prints anything): its tasks and questions are not loaded again.
-    ``workers`` jobs run side by side, each on its own share of torch's threads
-    (:mod:`zerogap.study.workers`; default: two on a CPU with at least two threads, else one).
+    ``study.backend`` (checked here once, before anything runs:
+    :func:`zerogap.runs.check_engine`); without it, ``device`` and ``max_batch`` for the HF
+    engine. ``commands`` are shown first among the report's commands to reproduce.
+    ``prepared`` is what :func:`~zerogap.study.settings.prepare` returned for this study,
+    where the caller checked it first (the CLI does, before it prints anything): its tasks and
+    questions are not loaded again. ``executor`` runs each setting's jobs
+    (:mod:`zerogap.study.executor`); by default ``workers`` local threads side by side, each
+    on its own share of torch's threads (:class:`~zerogap.study.workers.LocalThreads`;
+    default: two on a CPU with at least two threads, else one).
     """
-    from zerogap.engine.base import EngineOptions, concrete_dtype
+    from zerogap.engine.base import EngineOptions
+    from zerogap.runs import check_engine
 
     out = Path(out)
-    engine = engine or EngineOptions(device=device, max_batch=max_batch)
     # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
-    engine = replace(engine, dtype=concrete_dtype(engine.dtype, study.backend, engine.device))
+    options = check_engine(study.backend, engine or EngineOptions(device=device,
+                                                                   max_batch=max_batch))
     prepared = prepare(study) if prepared is None else prepared
-    planned = [(s, *plan_setting(study, s, out, engine.dtype)) for s in prepared]
+    planned = [(s, *plan_setting(study, s, out, options.dtype)) for s in prepared]
     state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
                           questions_total=sum(j.todo for _, jobs, _, _ in planned for j in jobs
                                               if j.kind in ("sample", "greedy")),
@@ -106,19 +117,26 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     if study.sweep is not None and missing_variants(study.sweep):
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
-    workers = study_workers(workers, study.backend, engine.device)
+    if executor is None:
+        executor = LocalThreads(study_workers(workers, study.backend, options.device))
     entries = []
-    earlier = _recorded_seconds(out)
+    earlier = _recorded_times(out)
     for s, jobs, dirs, controls in planned:
-        pool = [Models(s.spec, study.backend, engine, tracker) for _ in range(workers)]
-        # Wall time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
+        pool = [Models(s.spec, study.backend, options, tracker) for _ in range(executor.width)]
+        # Time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
         # The design checks run at every invocation (they read runs that may have grown); their
         # first time stands too, so a resumed study records and prints what the first one did.
-        seconds: dict[str, float] = dict(earlier.get(s.spec.name, {}))
-        state.jobs_done += sum(not job.todo for job in jobs)  # finished by an earlier call
+        # The wall time adds this invocation's where it ran more than the design checks (jobs
+        # side by side take less wall time than their sum); unknown if an earlier run kept none.
+        seconds, wall = earlier.get(s.spec.name, ({}, 0.0))
+        seconds = dict(seconds)
+        todo = [job for job in jobs if job.todo]
+        state.jobs_done += len(jobs) - len(todo)  # finished by an earlier call
+        started = time.monotonic()
         try:
-            run_jobs([job for job in jobs if job.todo], study, s, pool, dirs, tracker,
-                      seconds)
+            run_jobs(todo, study, s, pool, dirs, tracker, seconds, executor)
+            if wall is not None and any(job.kind != "design" for job in todo):
+                wall += time.monotonic() - started
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
             figure_ranks(ranks, s, pool[0], dirs["clean greedy"], tracker)
         finally:
@@ -126,7 +144,8 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
                 models.close()
         fingerprints = {role: fp for models in pool for role, fp in models.fingerprints().items()}
         entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks),
-                        "seconds": seconds})
+                        "seconds": seconds,
+                        **({} if wall is None else {"wall_seconds": round(wall, 1)})})
     tracker.stage("writing the report")
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "study.toml", study_toml(study))
@@ -135,10 +154,10 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         "config": study.to_dict(), "scoring": asdict(study.scoring()), "settings": entries,
         # The dtype is no study key (float32 studies' runs keep their names), yet it moves the
         # draws: the record and the rerun command say it, and the report states it.
-        "dtype": engine.dtype,
-        "workers": workers,
+        "dtype": options.dtype,
+        "workers": executor.width,
         "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
-                     + (f" --dtype {engine.dtype}" if engine.dtype != "float32" else ""),
+                     + (f" --dtype {options.dtype}" if options.dtype != "float32" else ""),
                      f"zerogap report {out}"],
         "versions": _versions(),
     }
@@ -168,7 +187,7 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
         control_files[label] = str(target.relative_to(out))
     design = out / "design" / f"{slug(s.spec.name)}.json"
     fingerprints = {}
-    for role, label in (("clean", "clean"), ("contaminated", "identity")):
+    for role, label in (("clean", "clean"), ("contaminated", PLAIN)):
         if label in dirs:
             with RunStore(dirs[label], create=False) as store:
                 fingerprints[role] = store.config().get("model_fingerprint")
@@ -187,25 +206,28 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
         "control_runs": {label: str(d.relative_to(out)) for label, d in controls.items()},
         "design": str(design.relative_to(out)) if design.is_file() else None,
         "baselines": _baselines(s, dirs),
-        "figure_runs": {k: str(dirs[k].relative_to(out)) for k in ("identity", "greedy")
+        "figure_runs": {k: str(dirs[k].relative_to(out)) for k in (PLAIN, "greedy")
                         if k in dirs},
         "ranks": str(ranks.relative_to(out)),
     }
 
 
 def _baselines(s: Setting, dirs: dict[str, Path]) -> dict:
-    """What the baselines were set to at this scale, for the report: LNE-blocking's T_task and
-    shortcut-neuron location's block size, blocks scored and calibration questions."""
+    """What the study set the strategies it ran to at this scale, for the report: what the
+    setting's task set (LNE-blocking's T_task) and, for a strategy patching located neurons,
+    the location's block size, blocks scored and calibration questions."""
     from zerogap.io.neurons import load_neurons
     from zerogap.store import RunStore
 
-    out: dict[str, Any] = {"lne_t_task": s.t_task}
-    if "shortcut" in dirs:
-        with RunStore(dirs["shortcut"], create=False) as store:
+    out: dict[str, Any] = dict(s.records)
+    for label, (name, _) in s.strategies.items():
+        if label not in dirs or not strategy_class(name).needs_neurons:
+            continue
+        with RunStore(dirs[label], create=False) as store:
             _, meta = load_neurons(store.config()["strategy_config"]["neurons"])
         leaked = set(meta.get("leaked_ids", ()))
         calibration = meta.get("calibration_ids", [])
-        out["shortcut"] = {
+        out[label] = {
             "block_size": meta.get("block_size"), "blocks_total": meta.get("blocks_total"),
             "blocks_scored": len(meta.get("blocks_scored", [])),
             "calibration": len(calibration),
@@ -218,6 +240,7 @@ def _versions() -> dict[str, str]:
     from zerogap.provenance import package_versions
 
     return package_versions()
+
 
 def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
     from zerogap.io.counts import write_counts

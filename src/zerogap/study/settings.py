@@ -26,57 +26,71 @@ if TYPE_CHECKING:
 def parse_strategy(label: str) -> tuple[str, dict]:
     """``"railcap:n=3,mode=ban"`` -> ``("railcap", {"n": 3, "mode": "ban"})``, typed.
 
-    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting;
-    the values are checked when each setting builds the strategy (:func:`_setting_strategies`).
+    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting
+    (a strategy that ``needs_neurons`` takes none: the study locates them); the values are
+    checked when each setting builds the strategy (:func:`_setting_strategies`).
     """
-    from zerogap.strategies import parse_overrides
+    from zerogap.strategies import parse_overrides, strategy_class
 
     name, _, rest = label.partition(":")
     pairs = [p for p in rest.split(",") if p.strip()]
     try:
         options = parse_overrides(name, pairs)
-        if name == "shortcut" and options:
-            raise UserError("shortcut's neurons and base come from the study; give no settings")
+        if strategy_class(name).needs_neurons and options:
+            raise UserError(f"{name}'s neurons and base come from the study; give no settings")
     except ValueError as err:
         raise UserError(f"strategy {label!r}: {err}") from None
     return name, options
 
 
-def _setting_strategies(labels: dict[str, tuple[str, dict]], t_task: int | None
-                        ) -> tuple[dict[str, tuple[str, dict]], dict[str, Strategy], Strategy]:
-    """Each label's final ``(name, options)`` in a setting (LNE-blocking takes the setting's
-    ``t_task`` unless its label sets one), each strategy built from them, once per setting, and
-    the plain sampling of the clean batches and greedy decodes (the identity label's, if any).
+def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: str,
+                        questions: Sequence) -> tuple[dict[str, tuple[str, dict]],
+                                                      dict[str, Strategy], Strategy, dict]:
+    """Each label's final ``(name, options)`` in a setting, each strategy built from them once
+    per setting (:func:`prepare` held their classes against the backend), the plain sampling of
+    the clean batches and greedy decodes (the identity label's, if any), and the records of
+    what the setting's task set.
 
-    Shortcut is built when its run starts: its neuron list is the study's to locate first.
+    A strategy takes its :meth:`~zerogap.strategies.Strategy.task_settings` from the setting's
+    task and questions where its label sets none (LNE-blocking's T_task); each value taken is
+    recorded under its class's ``task_setting_records`` key, so the report states only those.
+    A strategy that ``needs_neurons`` is built when its run starts: its neuron list is the
+    study's to locate first.
     """
     from zerogap.runs import build_strategy
+    from zerogap.strategies import PLAIN, strategy_class
 
     final: dict[str, tuple[str, dict]] = {}
     built: dict[str, Strategy] = {}
+    derived: dict[str, dict] = {}  # strategy name -> what the task sets, measured once
+    records: dict[str, Any] = {}
     for label, (name, options) in labels.items():
-        if name == "lne-blocking" and "t_task" not in options and t_task is not None:
-            options = {**options, "t_task": t_task}
-        final[label] = (name, options)
-        if name != "shortcut":
+        cls = strategy_class(name)
+        if name not in derived:
+            derived[name] = cls.task_settings(task, split, questions)
+        taken = {key: value for key, value in derived[name].items() if key not in options}
+        records.update({cls.task_setting_records[key]: value for key, value in taken.items()
+                        if key in cls.task_setting_records})
+        final[label] = (name, {**taken, **options})
+        if not cls.needs_neurons:
             try:
-                built[label] = build_strategy(name, options, None)
+                built[label] = build_strategy(name, final[label][1])
             except ValueError as err:
                 raise UserError(f"strategy {label!r}: {err}") from None
-    plain = built.get("identity") or build_strategy("identity", {}, None)
-    return final, built, plain
-
+    plain = built.get(PLAIN) or build_strategy(PLAIN, {})
+    return final, built, plain, records
 
 
 @dataclass
 class Setting:
     """A setting made concrete: its task, questions and split (no model loaded).
 
-    ``t_task`` is LNE-blocking's task threshold for this task (None where the task has no
-    reference solutions to measure: the strategy's own default then applies). ``strategies``
-    maps each of the study's strategy labels to its ``(name, options)`` in this setting, and
-    ``built`` to the strategy built from them (:func:`_setting_strategies`; shortcut's is built
-    when its run starts); ``plain`` samples the clean batches and decodes greedily.
+    ``strategies`` maps each of the study's strategy labels to its ``(name, options)`` in this
+    setting, and ``built`` to the strategy built from them (:func:`_setting_strategies`; one
+    that needs neurons is built when its run starts); ``plain`` samples the clean batches and
+    decodes greedily. ``records`` holds what the setting's task set a strategy to, by the key
+    ``study.json`` records it under (LNE-blocking's T_task: ``lne_t_task``), for the strategies
+    the study runs only.
     """
 
     spec: SettingSpec
@@ -84,10 +98,10 @@ class Setting:
     questions: list
     leaked: list[str] | None
     calibration: list
-    t_task: int | None = None
     strategies: dict[str, tuple[str, dict]] = field(default_factory=dict)
     built: dict[str, Strategy] = field(default_factory=dict)
     plain: Strategy | None = None
+    records: dict[str, Any] = field(default_factory=dict)
 
 
 def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
@@ -95,21 +109,6 @@ def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
     out = [x for pair in zip(first, second, strict=False) for x in pair]
     short = min(len(first), len(second))
     return out + list(first[short:]) + list(second[short:])
-
-
-def _t_task(task: Any, split: str, every: Sequence, questions: Sequence) -> int | None:
-    """LNE-blocking's T_task for the reference solutions of ``questions`` (some of ``every``,
-    the split's questions in its rows' order; :func:`zerogap.decoding.blocking.scaled_t_task`),
-    or None for a task without them."""
-    from zerogap.decoding.blocking import scaled_t_task
-    from zerogap.tasks.prompt import cot_solution
-
-    if not hasattr(task, "rows"):
-        return None
-    rows = task.rows(split)
-    index = {q.id: i for i, q in enumerate(every)}
-    words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
-    return scaled_t_task(sum(words) / len(words))
 
 
 def _chat_task(spec: SettingSpec, task: Any) -> Any:
@@ -126,6 +125,8 @@ def _chat_task(spec: SettingSpec, task: Any) -> Any:
 
 def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
                      calibration_size: int, *, check_models: bool = True) -> Setting:
+    from zerogap.runs import first_questions
+    from zerogap.strategies import strategy_class
     from zerogap.tasks import get_task
 
     for key in ("clean", "contaminated", "base") if check_models else ():
@@ -151,6 +152,9 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
                 raise DataError(f"{spec.split_file}: {len(unknown)} {key} ids are not in "
                                  f"split {spec.task_split!r} of {spec.task} (first: "
                                  f"{unknown[0]!r})")
+        if spec.limit is not None and spec.limit < 2:
+            raise UserError(f"setting {spec.name}: limit {spec.limit} with a split file keeps "
+                            "no unleaked question; give at least 2")
         half = None if spec.limit is None else spec.limit - spec.limit // 2
         keep_leaked = split["leaked"][:half]
         keep_unleaked = split["unleaked"][: None if spec.limit is None else spec.limit // 2]
@@ -166,17 +170,17 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
         # without leaked items, Acc(M_co) - Acc(M_co + patch) never sees the inflation.
         calibration = [by_id[q] for q in _alternate(split["leaked"], split["unleaked"])
                        ][:calibration_size]
-    elif spec.limit is not None:
-        questions = questions[: spec.limit]
+    else:
+        questions = list(first_questions(questions, spec.limit))
     if not questions:
         raise UserError(f"setting {spec.name}: no questions to evaluate")
-    if "shortcut" in {name for name, _ in strategies.values()} and leaked is None:
-        raise UserError(f"setting {spec.name}: strategy shortcut needs a split file (the "
-                         "leaked questions locate its neurons); give --split-file or leave it out "
-                         "of --strategies")
-    t_task = _t_task(task, spec.task_split, every, questions)
-    return Setting(spec, task, questions, leaked, calibration, t_task,
-                    *_setting_strategies(strategies, t_task))
+    located = [name for name, _ in strategies.values() if strategy_class(name).needs_neurons]
+    if located and leaked is None:
+        raise UserError(f"setting {spec.name}: strategy {located[0]} needs a split file (the "
+                        "leaked questions locate its neurons); give --split-file or leave it out "
+                        "of --strategies")
+    return Setting(spec, task, questions, leaked, calibration,
+                   *_setting_strategies(strategies, task, spec.task_split, questions))
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:
@@ -203,25 +207,22 @@ def _check_folder_names(kind: str, names: Sequence[str]) -> None:
         seen[key] = name
 
 
-
 def prepare(study: StudySpec) -> list[Setting]:
     """Validate strategies and every setting (tasks, splits, model paths); loads no model.
 
-    A strategy the study's backend cannot run is refused, naming the capability it lacks. A
-    sweep's settings follow the study's own; their models are not checked, as
-    :func:`build_sweep` makes the missing ones from the folder's manifest.
+    A strategy the study's backend cannot run is refused, naming the capability it lacks
+    (:func:`zerogap.runs.check_strategy`, each strategy once). A sweep's settings follow the
+    study's own; their models are not checked, as :func:`~zerogap.study.sweep.build_sweep`
+    makes the missing ones from the folder's manifest.
     """
     from zerogap.engine.base import backend_capabilities
+    from zerogap.runs import check_strategy
     from zerogap.strategies import strategy_class
 
     capabilities = backend_capabilities(study.backend)
     strategies = {label: parse_strategy(label) for label in study.labels()}
-    for name, _ in strategies.values():
-        missing = capabilities.missing(strategy_class(name).requires)
-        if missing:
-            raise UserError(f"strategy {name} needs {', '.join(missing)} support, which the "
-                            f"{study.backend} backend lacks; leave it out of --strategies or "
-                            "use --backend hf")
+    for name in dict.fromkeys(name for name, _ in strategies.values()):
+        check_strategy(strategy_class(name), capabilities, study.backend, name)
     swept = () if study.sweep is None else sweep_settings(study.sweep)
     names = [s.name for s in (*study.settings, *swept)]
     if len(set(names)) != len(names):
