@@ -108,7 +108,8 @@ class LoadedEngine:
     """A model loaded on its backend: what every run of that model samples with.
 
     ``sources`` keeps the patch source models (shortcut's base) loaded beside the model, one
-    per spec, so the runs and requests that ask for one load it once.
+    per spec, so the runs and requests that ask for one load it once, until
+    :meth:`release_sources`.
     """
 
     loaded: LoadedModel
@@ -158,9 +159,13 @@ class LoadedEngine:
             self.sources[spec] = load_beside(spec, self.loaded.model).model
         return self.sources[spec]
 
+    def release_sources(self) -> None:
+        """Let the patch sources go (their memory is the next run's)."""
+        self.sources.clear()
+
     def close(self) -> None:
         """Release the engine (a vLLM engine is shut down); unusable afterwards."""
-        self.sources.clear()
+        self.release_sources()
         self.backend.close()
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from zerogap.study.progress import Tracker
 from zerogap.study.settings import Setting
 
 if TYPE_CHECKING:
-    from zerogap.study.jobs import Models
+    from zerogap.runs import LoadedEngine
 
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
@@ -56,13 +57,14 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
     return criteria
 
 
-def figure_ranks(path: Path, s: Setting, models: Models, greedy_clean: Path,
-                 tracker: Tracker) -> None:
+def figure_ranks(path: Path, s: Setting, engine: Callable[[str], LoadedEngine],
+                 greedy_clean: Path, tracker: Tracker) -> None:
     """Figure 1 b/d's teacher-forced ranks of setting ``s`` into ``path``, kept from an earlier
     run when their inputs have not changed: the questions, the clean model's greedy decodes
     (``greedy_clean``, a directory named by its run's content: model, task, backend, dtype,
-    token limit) and the contaminated model they are forced into. A file of a study made
-    before the inputs were recorded is kept when its questions are the same."""
+    token limit) and the contaminated model they are forced into (``engine(role)`` loads a
+    model only when they are computed). A file of a study made before the inputs were
+    recorded is kept when its questions are the same."""
     from zerogap.store import RunStore
 
     ids = [q.id for q in s.questions]
@@ -77,7 +79,7 @@ def figure_ranks(path: Path, s: Setting, models: Models, greedy_clean: Path,
     # The clean model's greedy tokens, teacher-forced into the contaminated model; only the
     # steps where the two disagree (rank > 1) are kept, as in paper Figure 1 b/d.
     forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
-    scored = models.engine("contaminated").backend.forced_ranks(prompts, forced)
+    scored = engine("contaminated").backend.forced_ranks(prompts, forced)
     ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps({"questions": ids, "ranks": ranks, "inputs": inputs}) + "\n")

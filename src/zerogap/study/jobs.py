@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from zerogap.errors import UserError
 from zerogap.study.checks import design_checks
 from zerogap.study.executor import Executor, Node, Slot
-from zerogap.study.neurons import locate_neurons
+from zerogap.study.neurons import locate_for_setting
 from zerogap.study.plan import Job
 from zerogap.study.progress import Tracker, counting_store
 from zerogap.study.settings import Setting
@@ -77,7 +77,7 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
     from zerogap.store import RunStore
 
     if job.kind == "neurons":
-        locate_neurons(job.run_dir, study, s, models, dirs["greedy"], tracker)
+        locate_for_setting(job.run_dir, study, s, models.engine, dirs["greedy"], tracker)
         return
     if job.kind == "design":
         tracker.stage(f"{s.spec.name}: design checks")
@@ -103,15 +103,18 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
     run = prepare(RunRequest(getattr(s.spec, job.role), s.task, s.spec.task_split,
                              tuple(s.questions), strategy, spec, greedy=greedy,
                              backend=models.backend, engine=models.options), engine)
-    with counting_store(job.run_dir, tracker) as store:
-        if isinstance(run, GreedyRun):
-            run.into(store)
-            return
-        assert job.greedy_dir is not None
-        # Read-only: the greedy job wrote every decode before this job started, and jobs side
-        # by side may read the same greedy store (a writer would hold its lock).
-        with RunStore(job.greedy_dir, create=False) as greedy_store:
-            run.into(store, greedy_store=greedy_store)
+    try:
+        with counting_store(job.run_dir, tracker) as store:
+            if isinstance(run, GreedyRun):
+                run.into(store)
+                return
+            assert job.greedy_dir is not None
+            # Read-only: the greedy job wrote every decode before this job started, and jobs
+            # side by side may read the same greedy store (a writer would hold its lock).
+            with RunStore(job.greedy_dir, create=False) as greedy_store:
+                run.into(store, greedy_store=greedy_store)
+    finally:
+        engine.release_sources()  # a patch source (shortcut's base) only lives for its run
 
 
 def study_workers(workers: int | None, backend: str, device: str | None) -> int:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,13 +12,16 @@ from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
 if TYPE_CHECKING:
-    from zerogap.study.jobs import Models
+    from zerogap.runs import LoadedEngine
 
 
-def locate_neurons(path: Path, study: StudySpec, s: Setting, models: Models,
-                    greedy_dir: Path, tracker: Tracker) -> None:
-    """Rank the setting's neurons into ``path``; each question's result is journaled beside
-    it first, so a study stopped during this (hours on a 7B model) resumes where it stopped.
+def locate_for_setting(path: Path, study: StudySpec, s: Setting,
+                       engine: Callable[[str], LoadedEngine], greedy_dir: Path,
+                       tracker: Tracker) -> None:
+    """Rank the setting's neurons into ``path`` (:func:`zerogap.pipelines.neurons.locate_neurons`
+    on ``engine(role)``'s models and the base model loaded beside them); each question's result
+    is journaled beside it first, so a study stopped during this (hours on a 7B model) resumes
+    where it stopped.
 
     The contaminated model's unpatched greedy passes (its answers to leaked questions, its
     grades on calibration questions) are the study's own greedy decodes of that model in
@@ -35,8 +39,7 @@ def locate_neurons(path: Path, study: StudySpec, s: Setting, models: Models,
     )
     from zerogap.store import RunStore
 
-    contaminated = models.engine("contaminated").loaded
-    clean = models.engine("clean").loaded
+    contaminated, clean = engine("contaminated").loaded, engine("clean").loaded
     tracker.stage(f"{s.spec.name}: loading the base model")
     base = load_beside(s.spec.base, contaminated.model)
     tracker.stage(f"{s.spec.name}: locating shortcut neurons")

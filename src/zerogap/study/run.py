@@ -138,7 +138,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
             if wall is not None and any(job.kind != "design" for job in todo):
                 wall += time.monotonic() - started
             ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
-            figure_ranks(ranks, s, pool[0], dirs["clean greedy"], tracker)
+            figure_ranks(ranks, s, pool[0].engine, dirs["clean greedy"], tracker)
         finally:
             for models in pool:
                 models.close()
