@@ -310,6 +310,11 @@ def test_a_limit_the_split_cannot_fill_half_and_half_is_refused(capsys, tmp_path
                      "arith", "--split-file", split, "--limit", "8", "--out", out],
             "limit 8 needs 4 leaked and 4 unleaked questions", "has 2 and 10")
     assert not out.exists()
+    # --limit takes 1 as everywhere; with a split file it would keep no unleaked question
+    refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
+                     "arith", "--split-file", split, "--limit", "1", "--out", out],
+            "limit 1 with a split file keeps no unleaked question; give at least 2")
+    assert not out.exists()
     refused(capsys, ["demo", "--out", out, "--questions", "1000"],
             "--questions 1000: the demo's split holds at most 128 questions")
     assert not out.exists()

@@ -333,18 +333,21 @@ def test_ted_filters_an_identity_run_into_the_run_ted_would_sample(memorised, tm
     from zerogap.errors import UserError
     from zerogap.runs import run_filter
 
+    ted = get_strategy("ted")
+
     model, tok, _ = memorised
     loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
     greedy_store = RunStore(tmp_path / "greedy")
     plain, own, filtered = (RunStore(tmp_path / n) for n in ("identity", "ted", "filtered"))
     run("identity", loaded, plain, greedy_store)
     run("ted", loaded, own, greedy_store)
-    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 4
-    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 0  # resumes
+    assert run_filter(plain, filtered, greedy_store, tok, strategy=ted) == 4
+    assert run_filter(plain, filtered, greedy_store, tok, strategy=ted) == 0  # resumes
     assert list(filtered.samples()) == list(own.samples())
     assert run_counts(filtered) == run_counts(own)
     assert filtered.config()["samples_of"] == "identity"
     with pytest.raises(UserError, match="changes the decoding"):
-        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok, strategy="railcap")
+        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok,
+                   strategy=get_strategy("railcap"))
     with pytest.raises(UserError, match="not plain"):
-        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy="ted")
+        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy=ted)

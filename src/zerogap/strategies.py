@@ -52,6 +52,9 @@ from zerogap.registry import Registry
 
 STRATEGY_ENTRY_POINTS = "zerogap.strategies"
 
+PLAIN = "identity"
+"""The strategy that samples the model as it is: every other is measured against its runs."""
+
 
 @dataclass(frozen=True)
 class NoSettings(JsonConfig):
@@ -129,6 +132,13 @@ class Strategy:
         Its readout kind (:func:`zerogap.readout.check_readout`), recorded with its runs.
     requires : tuple of str
         Backend capabilities it needs (:class:`zerogap.engine.base.Capabilities` fields).
+    needs_neurons : bool
+        Patches located neurons from a patch source (shortcut): whoever runs it locates the
+        neuron list and hands it over with :meth:`neuron_settings` (a study does, on its leaked
+        questions), so its user gives neither.
+    task_setting_records : dict
+        Each setting :meth:`task_settings` gives, by the key a study records its value under
+        for the report (LNE-blocking: ``t_task`` -> ``lne_t_task``).
     """
 
     config_class: ClassVar[type[Any]] = NoSettings
@@ -138,14 +148,31 @@ class Strategy:
     filters_only: ClassVar[bool] = False
     readout: ClassVar[str] = "plain"
     requires: ClassVar[tuple[str, ...]] = ()
+    needs_neurons: ClassVar[bool] = False
+    task_setting_records: ClassVar[dict[str, str]] = {}
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
         self.config: Any = config  # an instance of the subclass's config_class
 
+    @classmethod
+    def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
+        """Settings the strategy takes from the task it runs on, over ``questions`` of
+        ``split``, where its user sets none (LNE-blocking's T_task, scaled by the reference
+        solutions' length); none by default."""
+        return {}
+
+    @classmethod
+    def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:
+        """The settings handing a strategy that ``needs_neurons`` its located neuron list (a
+        path, or the name a run directory is named by) and the model spec of its patch
+        source."""
+        raise NotImplementedError(f"{cls.__name__} patches no neurons")
+
     def check_inputs(self) -> None:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
-        called before anything is loaded or written."""
+        called before anything is loaded or written. What it reads it keeps for
+        :meth:`prepare`."""
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         """The intervention for one engine call over ``ctx``'s questions, asking ``ctx`` for
@@ -181,6 +208,22 @@ class LNEBlockingStrategy(Strategy):
     needs_greedy = True
     needs_entropy = True
     requires = ("logits", "entropies")
+    task_setting_records = {"t_task": "lne_t_task"}
+
+    @classmethod
+    def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
+        """``t_task`` for the reference solutions of ``questions``
+        (:func:`zerogap.decoding.blocking.scaled_t_task`); none for a task without reference
+        solutions (``rows``), where the config's default applies."""
+        from zerogap.decoding.blocking import scaled_t_task
+        from zerogap.tasks.prompt import cot_solution
+
+        if not hasattr(task, "rows"):
+            return {}
+        rows = task.rows(split)
+        index = {q.id: i for i, q in enumerate(task.questions(split))}
+        words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
+        return {"t_task": scaled_t_task(sum(words) / len(words))}
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.blocking import blocking_counts, mean_entropy
@@ -216,6 +259,15 @@ class ShortcutStrategy(Strategy):
 
     config_class = ShortcutConfig
     requires = ("patching",)
+    needs_neurons = True
+
+    def __init__(self, name: str, config: JsonConfig) -> None:
+        super().__init__(name, config)
+        self._neurons: list | None = None  # the list read by check_inputs
+
+    @classmethod
+    def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:
+        return {"neurons": neurons, "base": base}
 
     def check_inputs(self) -> None:
         from zerogap.io.neurons import load_neurons
@@ -230,13 +282,15 @@ class ShortcutStrategy(Strategy):
             raise DataError(f"{self.config.neurons}: the neuron list is empty; strategy "
                             "shortcut would patch nothing")
         check_model_spec(self.config.base)
+        self._neurons = neurons
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.shortcut import scaled_top_k
         from zerogap.io.neurons import load_neurons
 
+        neurons = self._neurons if self._neurons is not None else load_neurons(
+            self.config.neurons)[0]
         base_model = ctx.model(self.config.base)
-        neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return InterventionSpec(patch=NeuronPatchSpec(base_model, tuple(top)))
 
@@ -266,7 +320,7 @@ def register_strategy(name: str, **preset: Any) -> Callable[[type[Strategy]], ty
 
 
 for _name, _cls, _preset in (
-    ("identity", IdentityStrategy, {}),
+    (PLAIN, IdentityStrategy, {}),
     ("railcap", RailCapStrategy, {}),
     ("railcap-ban", RailCapStrategy, {"mode": "ban"}),
     ("ted", TEDStrategy, {}),

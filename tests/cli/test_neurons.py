@@ -76,7 +76,9 @@ def ranked(folders, leaked, tmp_path_factory):
     return out
 
 
-def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
+def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys, monkeypatch):
+    from zerogap.io import neurons
+
     out = ranked
     record = json.loads(out.read_text())
     assert sorted(map(tuple, record["neurons"])) == [(0, i) for i in range(128)]
@@ -86,11 +88,15 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
     assert meta["contaminated"]["spec"] == folders["con"] and meta["block_size"] == 32
     assert not out.with_name(out.name + ".journal.jsonl").exists()
     run_dir = tmp_path / "run"
+    reads = []
+    load = neurons.load_neurons
+    monkeypatch.setattr(neurons, "load_neurons", lambda path: reads.append(path) or load(path))
     assert main(["sample", "--model", folders["con"], "--task", Sums.name, "-m", "2",
                  "--max-new-tokens", "4", "--strategy", "shortcut", "--set",
                  f"neurons={out}", "--set", f"base={folders['base']}", "--out",
                  str(run_dir), "--quiet"]) == 0, capsys.readouterr().err
     assert (run_dir / "run.sqlite").exists()
+    assert reads == [str(out)]  # checked before the model loads, and that list is patched
 
 
 def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):

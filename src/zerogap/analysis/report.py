@@ -68,7 +68,8 @@ class SettingChecks:
     findings: tuple[Finding, ...]
     controls: Scorecard | None
     baselines: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)  # wall time per job, whenever it ran
+    seconds: dict = field(default_factory=dict)  # each job's own time, whenever it ran
+    wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
     answer_slot: AnswerSlot | None = None
 
     def lines(self) -> list[str]:
@@ -90,9 +91,13 @@ class SettingChecks:
             out += [f"  {c.sentence()}" for c in self.design]
         if self.seconds:
             total = sum(self.seconds.values())
-            located = sum(v for k, v in self.seconds.items() if "neurons" in k)
-            out.append(f"time: {total:.0f} s for the study's jobs, shortcut-neuron "
-                       f"location {located:.0f} s ({located / max(total, 1e-9):.0%})")
+            wall = "" if self.wall is None else f"{self.wall:.0f} s wall time, "
+            line = f"time: {wall}{total:.0f} s summed over the jobs"
+            located = [v for k, v in self.seconds.items() if "neurons" in k]
+            if located:
+                line += (f", shortcut-neuron location {sum(located):.0f} s "
+                         f"({sum(located) / max(total, 1e-9):.0%} of the jobs' time)")
+            out.append(line)
         out.append("findings (one-sided paired tests of the mean difference, alpha 0.05), each "
                    "with its rule:")
         for f in self.findings:
@@ -168,7 +173,7 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
                                            for label, path in controls.items()],
                               replace(scoring, bins=card.bins))
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
-                         entry.get("seconds") or {},
+                         entry.get("seconds") or {}, entry.get("wall_seconds"),
                          None if card_controls is None else answer_slot(card_controls.gaps))
 
 
@@ -235,12 +240,17 @@ def _headline(folder: Path, name: str, card: Scorecard, checks: SettingChecks):
         s: bounds(checks.controls, s) for s in checks.controls.strategies}
     fig = figs.headline_figure({s: bounds(card, s) for s in card.strategies}, card.floor.sa_ppg,
                                controls, PAPER_SA_PPG)
-    return (f"SA-PPG per strategy ({name})",
-            "Dots: each strategy on the contaminated model, with its 95% interval over new "
-            "samples of these questions. Squares: the same strategy on the clean model "
-            "(collateral damage alone). Grey band: the noise floor, what two batches of the "
-            "clean model read. Crosses: the paper's values for Llama-2 on GSM8K, for "
-            "orientation only (another model, task and size).",
+    # The caption names only the marks drawn: squares where controls ran, crosses where the
+    # paper reports one of the strategies.
+    caption = ("Dots: each strategy on the contaminated model, with its 95% interval over new "
+               "samples of these questions. "
+               + ("Squares: the same strategy on the clean model (collateral damage alone). "
+                  if controls else "")
+               + "Grey band: the noise floor, what two batches of the clean model read."
+               + (" Crosses: the paper's values for Llama-2 on GSM8K, for orientation only "
+                  "(another model, task and size)." if set(card.strategies) & set(PAPER_SA_PPG)
+                  else ""))
+    return (f"SA-PPG per strategy ({name})", caption,
             figs.save(fig, folder / "figures", f"{slug(name)}-headline"))
 
 

@@ -293,8 +293,8 @@ def _check_out(out: Path) -> None:
 
 def _check_study(study, out: Path) -> list:
     """Every setting and strategy checked before a model loads or a file is written; the
-    prepared settings (:func:`zerogap.study.run.prepare`), which the study then runs on."""
-    from zerogap.study.run import prepare
+    prepared settings (:func:`zerogap.study.settings.prepare`), which the study then runs on."""
+    from zerogap.study.settings import prepare
 
     _check_out(out)
     return prepare(study)
@@ -305,7 +305,8 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
     from transformers.utils import logging as hf_logging
 
     from zerogap.analysis.report import summary_table
-    from zerogap.study.run import build_sweep, evaluate
+    from zerogap.study.run import evaluate
+    from zerogap.study.sweep import build_sweep
 
     if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
         with progress_bars(args.quiet) as progress:
@@ -324,7 +325,7 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
 
 
 def _evaluate(args) -> int:
-    from zerogap.study.run import study_workers
+    from zerogap.study.jobs import study_workers
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
@@ -332,7 +333,7 @@ def _evaluate(args) -> int:
     workers = study_workers(args.workers, study.backend, args.device)
     for note in notes:  # after the checks: a refused study is one line
         print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    return _run_study(study, prepared, out, args, engine_options(args, study.backend), workers)
+    return _run_study(study, prepared, out, args, engine_options(args), workers)
 
 
 def _report(args) -> int:
@@ -360,7 +361,7 @@ def _demo(args) -> int:
         demo_max_questions,
         demo_study,
     )
-    from zerogap.study.run import study_workers
+    from zerogap.study.jobs import study_workers
 
     # None is "not given"; 0 is a value, refused like any other too small one.
     questions = DEMO_QUESTIONS if args.questions is None else args.questions

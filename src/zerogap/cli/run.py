@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from zerogap.cli.flags import (
@@ -137,26 +136,15 @@ def register(subparsers) -> None:
     export.set_defaults(func=_export)
 
 
-def _settings(args):
-    """The strategy, built from its ``--set`` options and checked against the backend, and the
-    run's numeric settings, checked before anything loads."""
-    from zerogap.engine.base import backend_capabilities
-    from zerogap.runs import build_strategy
-    from zerogap.strategies import parse_overrides
+def engine_options(args, dtype: str | None = None):
+    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
+    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
+    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
+    parse."""
+    from typing import cast
 
-    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
-                              backend_capabilities(args.backend))
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be at least 1, got {args.limit}")
-    return strategy
-
-
-def engine_options(args, backend: str):
-    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, checked by the backend
-    (vLLM must be importable; the HF engine's device must exist); ``--vllm-option`` values read
-    as JSON when they parse."""
     from zerogap.config import parse_pairs
-    from zerogap.engine.base import EngineOptions, backend_class
+    from zerogap.engine.base import EngineOptions, WeightDtype
 
     options = {}
     for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
@@ -164,104 +152,80 @@ def engine_options(args, backend: str):
             options[key] = json.loads(text)
         except json.JSONDecodeError:
             options[key] = text
-    engine = EngineOptions(device=args.device, dtype=args.dtype or "auto",
-                           max_batch=args.batch_size,
-                           tensor_parallel_size=args.tensor_parallel_size,
-                           pipeline_parallel_size=args.pipeline_parallel_size,
-                           vllm_options=options)
-    backend_class(backend).check_available(engine)
-    return engine
+    return EngineOptions(device=args.device,
+                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
+                         max_batch=args.batch_size,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size,
+                         vllm_options=options)
 
 
-def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> str:
-    """The concrete weight dtype a run is made or resumed in.
+def run_dtype(flag: str | None, run_dirs) -> str:
+    """The weight dtype a run is made or resumed in.
 
     ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
     records, so a stored run resumes as it was made. A run stored before runs recorded their
     dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
-    case the fingerprint check names the mismatch. Otherwise ``auto``, resolved by
-    :func:`zerogap.engine.base.concrete_dtype`.
+    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
+    run is prepared (:func:`zerogap.runs.check_engine`).
     """
-    from zerogap.engine.base import concrete_dtype
     from zerogap.store import DB_NAME, RunStore, inspect_store
 
-    dtype = flag
     for folder in run_dirs if flag is None else ():
         if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
             with RunStore(folder, create=False) as store:
                 config = store.config()
             if config:
-                dtype = config.get("dtype", "float32")
-                break
-    return concrete_dtype(dtype, backend, device)
+                return config.get("dtype", "float32")
+    return flag or "auto"
 
 
-def _spec(args, stop):
+def _spec(args):
     from zerogap.engine.base import WARN_TEMPERATURE, SamplingSpec
 
     if args.command == "sample":
         spec = SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
                             max_new_tokens=args.max_new_tokens, top_k=args.top_k,
-                            top_p=args.top_p, stop=stop)
+                            top_p=args.top_p)
         if spec.temperature > WARN_TEMPERATURE:
             print(f"zerogap sample: warning: -T {spec.temperature:g} is far above the paper's "
                   "0.7; responses at this temperature are close to random text", file=sys.stderr)
         return spec
-    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, stop=stop)
+    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens)
 
 
 def _prepare(args):
-    """The checked run (:class:`zerogap.runs.SampleRun` or :class:`~zerogap.runs.GreedyRun`)
-    and its stores, in the order that touches nothing on bad input: every check runs before the
-    model is loaded (one prompt is built) and before a store is created (the whole run against
-    the loaded model: its token limit within the context, its strategy on the backend)."""
+    """The run the flags ask for (:func:`zerogap.runs.prepare`) and its stores, in the order
+    that touches nothing on bad input: the request is checked whole before the model loads
+    (:class:`zerogap.runs.RunRequest`), the run against the loaded model before a store is
+    created."""
     from zerogap.config import parse_pairs
-    from zerogap.store import check_store_dir
+    from zerogap.runs import RunRequest, build_strategy, first_questions, prepare
+    from zerogap.store import RunStore, check_store_dir
+    from zerogap.strategies import parse_overrides
     from zerogap.tasks import task_from_strings
-
-    strategy = _settings(args)
-    engine = engine_options(args, args.backend)
-    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
-    spec = _spec(args, task.stop)
-    questions = task.questions(args.split)
-    if args.limit is not None:
-        questions = questions[: args.limit]
-    if not questions:
-        raise UserError(f"task {args.task} has no questions in split {args.split!r}")
-    task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
     from zerogap.tasks.chat import read_template
 
-    template = read_template(args.chat_template)
+    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
+                              args.backend)
+    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
+    questions = first_questions(task.questions(args.split), args.limit)
+    chat = (read_template(args.chat_template), args.system_instruction)
     greedy_dir = getattr(args, "greedy_dir", None)
     if greedy_dir is not None and greedy_dir.resolve() == args.out.resolve():
         greedy_dir = None  # one store, one writer
     for folder in (args.out, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
-    engine = replace(engine, dtype=run_dtype(args.dtype, (args.out, greedy_dir),
-                                             args.device, args.backend))
-    from zerogap.store import RunStore
-
+    engine = engine_options(args, run_dtype(args.dtype, (args.out, greedy_dir)))
+    request = RunRequest(args.model, task, args.split, questions, strategy, _spec(args),
+                         greedy=args.command == "greedy", backend=args.backend, engine=engine,
+                         chat=chat)
     if args.quiet:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from zerogap.engine.base import load_engine
-
-    loaded, backend = load_engine(args.model, args.backend, engine)
-    from zerogap.runs import check_greedy, check_sample
-    from zerogap.tasks.chat import chat_prompts
-
-    task = chat_prompts(task, loaded.tokenizer, template=template,
-                        system=args.system_instruction)
-    # The whole run is checked against the loaded model before a store exists.
-    if args.command == "sample":
-        run = check_sample(loaded, task, questions, spec, split=args.split, strategy=strategy,
-                           backend=backend)
-    else:
-        run = check_greedy(loaded, task, questions, split=args.split,
-                           max_new_tokens=spec.max_new_tokens, strategy=strategy,
-                           backend=backend)
+    run = prepare(request)  # loads the model; the run is checked against it before any store
     store = RunStore(args.out)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)

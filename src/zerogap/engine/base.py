@@ -287,15 +287,3 @@ def concrete_dtype(dtype: str | None, backend: str, device: str | None = None) -
     # A named dtype passes through: EngineOptions checks it against WeightDtype's values.
     return cast(WeightDtype, dtype)
 
-
-def load_engine(spec: str, backend: str = DEFAULT_BACKEND, options: EngineOptions | None = None
-                ) -> tuple[LoadedModel, Backend]:
-    """``(loaded model, backend)`` for model ``spec`` on backend ``backend``.
-
-    On a backend that holds the weights in its own engine (vLLM), ``loaded.model`` is None and
-    ``loaded.fingerprint`` is :func:`zerogap.models.files_fingerprint` of the folder it loads.
-    """
-    options = options or EngineOptions()
-    cls = backend_class(backend)
-    cls.check_available(options)
-    return cls.start(spec, options)

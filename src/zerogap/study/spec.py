@@ -60,7 +60,7 @@ class SettingSpec(JsonConfig):
         "help": "JSON {leaked: [ids], unleaked: [ids]} (zerogap contaminate's split.json); "
                 "without it a warning, no per-split rows, no shortcut"})
     limit: int | None = field(default=None, metadata={
-        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)", "min": 2})
+        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)", "min": 1})
     chat_template: str | None = field(default=None, metadata={
         "help": "prompt instruct models through a chat template: \"tokenizer\" (the models' "
                 "own) or a Jinja file; recorded with the runs (default: the raw prompt)"})
