@@ -64,5 +64,5 @@ def test_task_options_convert_by_their_declared_types():
                      "exemplars": None}
     task = get_task("arith", **typed)
     assert task.config()["number_ranges"] == ((3, 5),) and len(task.questions()) == 4
-    with pytest.raises(ValueError, match=r"task arith: k must be an integer, got 'two'"):
+    with pytest.raises(ValueError, match=r"--task-option k: must be an integer, got 'two'"):
         task_option_values("arith", {"k": "two"})
