@@ -333,7 +333,8 @@ def _show(args) -> int:
                               store.truncation("samples"), store.truncation("greedy"))
     table = sys.stderr if out == STDOUT else sys.stdout
     for key, value in summary["config"].items():
-        print(f"{key:18} {json.dumps(value)}", file=table)
+        if key != "readout":  # its own line below, for stores that predate the field too
+            print(f"{key:18} {json.dumps(value)}", file=table)
     print(f"{'readout':18} {summary['readout']}", file=table)
     print(f"{'questions done':18} {summary['questions_done']}", file=table)
     print(f"{'samples':18} {summary['samples']}", file=table)
