@@ -139,6 +139,13 @@ def test_a_hub_id_is_refused_at_once_when_the_hub_cannot_answer(monkeypatch):
         check_model_spec("someorg/no-model")
 
 
+def test_a_spec_the_hub_client_refuses_to_spell_is_one_line():
+    from zerogap.models import check_model_spec
+
+    with pytest.raises(UserError, match="'org--x/m' is no local file or folder, nor a hub id"):
+        check_model_spec("org--x/m")
+
+
 def test_a_hub_that_answers_leaves_the_hub_id_to_the_download(monkeypatch):
     """A hub answering even with an error page is reachable: the download says what it lacks."""
     from huggingface_hub import constants

@@ -341,7 +341,12 @@ def _check_hub_id(spec: str) -> None:
 
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if isinstance(try_to_load_from_cache(spec, "config.json"), str):
+    try:
+        cached = try_to_load_from_cache(spec, "config.json")
+    except ValueError as err:  # the hub client's own check of the id's spelling
+        raise UserError(f"model {spec!r} is no local file or folder, nor a hub id: {err}"
+                        ) from None
+    if isinstance(cached, str):
         return
     local = (f"model {spec!r} is no local file or folder and not in the hub cache, and the "
              "hub")
