@@ -124,6 +124,20 @@ def sample_args(model_dir, run_dir, *extra) -> list[str]:
             "--task-option", "stop=Q:", *extra]
 
 
+def refused(capsys, argv, *fragments) -> str:
+    """Run the CLI in process: it must exit 2 with one line on stderr (no traceback) holding
+    every fragment; returns that line."""
+    from zerogap import cli
+
+    code = cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("zerogap ") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert str(fragment) in err, err
+    return err
+
+
 def stored_samples(run_dir) -> list[tuple]:
     """Every stored sample of ``run_dir``'s store, in (question, sample) order."""
     from zerogap.store import DB_NAME

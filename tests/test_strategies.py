@@ -46,11 +46,11 @@ def test_registry_holds_the_papers_strategies():
 def test_parse_overrides_types_and_errors():
     assert parse_overrides("railcap", ["n=2", "mode=ban"]) == {"n": 2, "mode": "ban"}
     assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
-    with pytest.raises(UserError, match="strategy railcap: n must be an integer, got 'four'"):
+    with pytest.raises(UserError, match="--set n: must be an integer, got 'four'"):
         parse_overrides("railcap", ["n=four"])
     with pytest.raises(UserError, match="has no option 'tau'; known: mode, n"):
         parse_overrides("railcap", ["tau=1"])
-    with pytest.raises(UserError, match="railcap: mode must be one of 'cap', 'ban', got 'clip'"):
+    with pytest.raises(UserError, match="--set mode: must be one of 'cap', 'ban', got 'clip'"):
         parse_overrides("railcap", ["mode=clip"])
     with pytest.raises(ValueError, match="expects KEY=VALUE"):
         parse_overrides("railcap", ["n"])

@@ -172,7 +172,8 @@ class ZerogapLM(LM):
         # its settings from their text, with its one-line errors.
         texts = [f"{key}={show_value(value)}" for key, value in settings.items()]
         self.strategy: Strategy = build_strategy(
-            str(strategy), parse_overrides(str(strategy), texts), _BACKEND)
+            str(strategy), parse_overrides(str(strategy), texts, option="--model_args"),
+            _BACKEND)
         if not self.strategy.samples_model or self.strategy.readout != "plain":
             raise UserError(f"--model {MODEL_NAME}: strategy {strategy} (readout "
                             f"{self.strategy.readout}) does not give one graded response per "

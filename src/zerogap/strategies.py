@@ -357,16 +357,17 @@ def setting_names(name: str) -> list[str]:
     return sorted(f.name for f in dataclasses.fields(strategy_class(name).config_class))
 
 
-def parse_overrides(name: str, pairs: Sequence[str]) -> dict[str, Any]:
+def parse_overrides(name: str, pairs: Sequence[str], *, option: str = "--set") -> dict[str, Any]:
     """Turn ``["key=value", ...]`` into typed overrides for strategy ``name``.
 
     Raises :class:`UserError` for a pair without ``=``, an unknown key (listing the known ones),
-    a repeated key, or a value of the wrong type (naming the values allowed).
+    a repeated key, or a value of the wrong type or out of bounds (naming ``option`` and the
+    key as the user typed them, and the values allowed).
 
     Examples
     --------
     >>> parse_overrides("ted", ["tau=3", "dedup=false"])
     {'tau': 3, 'dedup': False}
     """
-    return from_strings(strategy_class(name).config_class, parse_pairs("--set", pairs),
-                        owner=f"strategy {name}")
+    return from_strings(strategy_class(name).config_class, parse_pairs(option, pairs),
+                        owner=f"strategy {name}", option=option)

@@ -191,3 +191,17 @@ def test_location_reports_every_decode_of_every_pass(make_tiny_llama, smol_token
                    progress=lambda event: calls.append((event.done, event.total)))
     assert calls[0] == (0, 22) and {total for _, total in calls} == {22}
     assert [done for done, _ in calls] == list(range(23))
+
+
+def test_a_block_size_that_does_not_divide_the_width_is_stated_and_used(folders, leaked,
+                                                                        ranked, tmp_path,
+                                                                        capsys):
+    """``--neuron-block 30`` on an MLP width of 128: the run says, before the search and under
+    --quiet, that it uses blocks of 32 (the nearest divisor), and ranks as blocks of 32 do."""
+    out = tmp_path / "neurons.json"
+    assert main(neurons_argv(folders, leaked, out, "--neuron-block", "30")) == 0
+    err = capsys.readouterr().err
+    assert ("zerogap neurons: note: blocks of 32 neurons, the divisor of the MLP width 128 "
+            "nearest to --neuron-block 30") in err
+    got, want = json.loads(out.read_text()), json.loads(ranked.read_text())
+    assert got["neurons"] == want["neurons"] and got["meta"]["block_size"] == 32

@@ -69,7 +69,7 @@ def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, 
     common = ("--model", str(model_dir), "--task", "toy-arith", "--limit", "3",
               "--max-new-tokens", "12", "-m", "4", "--dtype", "float32", "--quiet")
     ran = zerogap(site, "sample", *common, "--backend", "hf-generate",
-                  "--run-dir", str(tmp_path / "run"))
+                  "--out", str(tmp_path / "run"))
     assert ran.returncode == 0, ran.stderr
     with RunStore(tmp_path / "run", create=False) as store:
         config = store.config()
@@ -78,7 +78,7 @@ def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, 
     assert sorted({r.question_id for r in samples}) == ["test-0", "test-1", "test-2"]
     assert len(samples) == 12 and all(r.n_tokens <= 12 for r in samples)
     refused = zerogap(site, "sample", *common, "--backend", "hf-generate", "--strategy",
-                      "no-stutter", "--run-dir", str(tmp_path / "refused"))
+                      "no-stutter", "--out", str(tmp_path / "refused"))
     assert refused.returncode == 2
     assert "strategy no-stutter needs logits support" in refused.stderr
     assert not (tmp_path / "refused").exists()

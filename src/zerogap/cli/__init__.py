@@ -7,8 +7,10 @@ returning an exit code. Adding a command is adding a module and its name to
 torch at module level, so ``zerogap score`` never loads it.
 
 Errors: zerogap's own (:class:`zerogap.errors.ZerogapError`) are the user's to fix and print as
-one line with exit code 2; anything else is a bug and keeps its traceback. ``--traceback``
-shows the traceback of a user error as well.
+one line with exit code 2, a config field set on the command line named by the flag the user
+typed; anything else is a bug and keeps its traceback. ``--traceback`` shows the traceback of a
+user error as well. A mistyped option is argparse's "unrecognized arguments" in the usage of
+the command it was given to (:class:`zerogap.cli.flags.Parser`), exit code 2.
 """
 
 from __future__ import annotations
@@ -137,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     except ZerogapError as err:
         if args.traceback:
             traceback.print_exc()
-        print(f"zerogap {args.command}: error: {one_line(str(err))}", file=sys.stderr)
+        from zerogap.cli.flags import typed_message
+
+        print(f"zerogap {args.command}: error: {one_line(typed_message(err, args))}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (``zerogap runs show DIR | head``): stop quietly, as Unix tools do,

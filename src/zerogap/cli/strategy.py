@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from zerogap.cli.flags import add_markdown
+
 EXAMPLES = """examples:
   zerogap strategy list
   zerogap strategy list --markdown
@@ -19,8 +21,7 @@ def register(subparsers) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="names of the registered strategies")
-    listing.add_argument("--markdown", action="store_true", help="a Markdown table of every "
-                         "strategy's settings and defaults instead (the README's)")
+    add_markdown(listing)
     listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="a strategy's settings, defaults and readout")
     show.add_argument("name", help="strategy name (see 'zerogap strategy list')")
