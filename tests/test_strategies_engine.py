@@ -310,7 +310,7 @@ def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path
     zero_store = RunStore(tmp_path / "zero")
     run("all-zero", loaded, zero_store, shared)
     assert run_counts(zero_store) == [
-        {"id": q.id, "correct": 0, "samples": 4, "first": 0} for q in qs
+        {"id": q.id, "correct": 0, "samples": 4, "first": 0, "truncated": 0} for q in qs
     ]
     with pytest.raises(ValueError, match="strategy railcap has no option 'temperature'"):
         run("railcap", loaded, RunStore(tmp_path / "t"), shared, temperature=1.0)

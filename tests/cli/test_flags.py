@@ -120,7 +120,7 @@ def test_errors_name_the_flag_the_user_typed(tmp_path, capsys, argv, message):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["-m", "1"], "-m must be at least 2, got 1"),
-    (["--limit", "1"], "--limit must be at least 2, got 1"),
+    (["--limit", "0"], "--limit must be at least 1, got 0"),
     (["--neuron-block", "-1"], "--neuron-block must be at least 0, got -1"),
 ])
 def test_a_study_flag_is_named_before_the_study_file_is_read(tmp_path, capsys, argv, message):
