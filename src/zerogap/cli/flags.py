@@ -315,14 +315,10 @@ def add_model(parser, *, required: bool) -> None:
 
 
 def add_limit(parser) -> None:
-    """``--limit N``, worded as a study setting's ``limit`` (a command without a study takes
-    any N from 1: its own check)."""
+    """``--limit N``: a study setting's ``limit`` field, whose rule every command shares."""
     from zerogap.study.spec import SettingSpec
 
-    meaning, default = _split_default(field_help(SettingSpec, "limit"))
-    action = parser.add_argument("--limit", type=int, default=None, metavar="N",
-                                 help=_help(meaning, ">= 1", default))
-    action.described = (meaning, ">= 1", default)
+    add_config_arguments(parser, SettingSpec, ("limit",))
 
 
 def add_strategy_arguments(parser) -> None:
