@@ -18,15 +18,11 @@ from statistics import NormalDist
 import numpy as np
 
 from zerogap.metrics import strata
-from zerogap.solve_prior import fit_solve_prior
-from zerogap.uncertainty import (
-    _stratified_means,
-    choose_bins,
-    compare,
-    gap_intervals,
-    noise_floor,
-    restoration_verdicts,
-)
+from zerogap.uncertainty.floor import _stratified_means, noise_floor
+from zerogap.uncertainty.intervals import choose_bins, gap_intervals
+from zerogap.uncertainty.paired import compare
+from zerogap.uncertainty.solve_prior import fit_solve_prior
+from zerogap.uncertainty.verdicts import restoration_verdicts
 
 
 def benchmark(n: int, rng: np.random.Generator, *, at_zero: float = 0.25,
@@ -254,8 +250,9 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
     between questions widens the interval at any m. Here each replicate draws a new benchmark
     from the measured one: ``n`` questions with replacement, half from the leaked ones and half
     from the others, each with true solve probabilities for the clean model, ``a`` and ``b``
-    drawn from its empirical-Bayes posteriors (:func:`zerogap.solve_prior.fit_solve_prior`, one
-    prior per model), then ``m`` new samples of each; the study's own tests score it.
+    drawn from its empirical-Bayes posteriors
+    (:func:`~zerogap.uncertainty.solve_prior.fit_solve_prior`, one prior per model), then ``m``
+    new samples of each; the study's own tests score it.
 
     Parameters
     ----------
