@@ -1,16 +1,16 @@
 """The power calculation behind the demo's size (issue 21; docs/demo-design.md section 6).
 
 Planned (the default): for each number of questions N (half of them leaked) and samples per
-question m, over seeded simulated studies (zerogap.calibration.paired_power): the power of the
-one-sided paired SA-PPG test to find a mitigation whose expected SA-PPG lies 0.135 below
-Identity's (the paper's RailCap-vs-Identity difference, arXiv 2608.07341 Table 1), and the mean
-half-width of the two-sided 95% interval of that difference. That mitigation moves every
+question m, over seeded simulated studies (zerogap.uncertainty.calibration.paired_power): the
+power of the one-sided paired SA-PPG test to find a mitigation whose expected SA-PPG lies 0.135
+below Identity's (the paper's RailCap-vs-Identity difference, arXiv 2608.07341 Table 1), and the
+mean half-width of the two-sided 95% interval of that difference. That mitigation moves every
 leaked question alike.
 
 Measured (``--study FOLDER``): the same calculation with the two strategies a finished study
-measured (RailCap and Identity by default; zerogap.calibration.measured_power), so that the
-spread between questions of a real mitigation is in it, and the study's time at each size
-predicted from the seconds that study recorded for its jobs (sampling runs scale with N x m,
+measured (RailCap and Identity by default; zerogap.uncertainty.calibration.measured_power), so
+that the spread between questions of a real mitigation is in it, and the study's time at each
+size predicted from the seconds that study recorded for its jobs (sampling runs scale with N x m,
 greedy decodes and neuron location with N). Each cell scores the same simulated studies with
 both paired tests (zerogap.uncertainty.NULLS): the swap test (sharp null) and the stratified t
 of the mean difference (weak null), which the study's findings use. The demo's targets:
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from zerogap.analysis.folder import read_study_folder
-from zerogap.calibration import measured_power, paired_power
 from zerogap.io.counts import read_counts
 from zerogap.uncertainty import NULLS
+from zerogap.uncertainty.calibration import measured_power, paired_power
 
 SIZES = (24, 36, 48, 64, 96, 128)
 SAMPLES = (6, 8, 12, 16)

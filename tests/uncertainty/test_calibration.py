@@ -1,5 +1,5 @@
 """The calibration suite: intervals, paired tests, verdicts and the noise floor over simulated
-studies whose truth is known (:mod:`zerogap.calibration`).
+studies whose truth is known (:mod:`zerogap.uncertainty.calibration`).
 
 Criteria hold by construction of the methods, not by any seed: each rate is read over at least
 200 seeded replicates and judged by its 95% Wilson interval. A rate the method must keep at or
@@ -11,7 +11,7 @@ slow-marked (CI runs them too).
 
 import pytest
 
-from zerogap.calibration import (
+from zerogap.uncertainty.calibration import (
     floor_agreement,
     interval_coverage,
     paired_null,
@@ -133,8 +133,8 @@ def test_the_simulated_floor_matches_a_measured_second_batch(n, m):
 def test_the_power_calculation_builds_the_effect_it_is_asked_for():
     import numpy as np
 
-    from zerogap.calibration import benchmark, expected_sa_ppg, planned_pair
     from zerogap.uncertainty import choose_bins
+    from zerogap.uncertainty.calibration import benchmark, expected_sa_ppg, planned_pair
 
     rng = np.random.default_rng(0)
     p = benchmark(48, rng)
@@ -152,7 +152,7 @@ def test_the_power_calculation_builds_the_effect_it_is_asked_for():
 
 @pytest.mark.slow
 def test_power_grows_with_the_questions():
-    from zerogap.calibration import paired_power
+    from zerogap.uncertainty.calibration import paired_power
 
     few, half_few = paired_power(16, 8, REPS, seed=1)
     many, half_many = paired_power(96, 8, REPS, seed=1)
@@ -181,7 +181,7 @@ def _measured(leaked_mitigated, m=12, n=48, seed=0):
 def test_a_mitigation_that_moves_questions_unevenly_needs_more_questions():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # Both mitigations halve Identity's inflation on average; one by solving every leaked
     # question half the time, the other by restoring half of them fully and leaving the rest.
@@ -201,7 +201,7 @@ def test_a_mitigation_that_moves_questions_unevenly_needs_more_questions():
 def test_measured_power_refuses_a_study_without_both_kinds_of_question():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     clean, a, b, leaked = _measured(np.array([0.5]))
     with pytest.raises(ValueError, match="leaked and unleaked"):
@@ -212,7 +212,7 @@ def test_measured_power_refuses_a_study_without_both_kinds_of_question():
 def test_the_weak_null_interval_is_as_wide_as_the_estimate_spreads():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # A mitigation measured (m = 40, so the posteriors are sharp) as helping every leaked
     # question fully (the clean model never solves them, Identity always does) and damaging
@@ -240,7 +240,7 @@ def test_the_weak_null_interval_is_as_wide_as_the_estimate_spreads():
 def test_measured_power_holds_its_level_between_equal_strategies():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # a and b measured alike (the same true solve probabilities): the one-sided test rejects
     # "a below b" at most at its nominal level.

@@ -1,7 +1,7 @@
 """Intervals, paired tests and the noise floor: mechanics checked against direct computation.
 
 Their calibration (how often they cover or reject over simulated studies) is in
-tests/test_calibration.py.
+tests/uncertainty/test_calibration.py.
 """
 
 import itertools
@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from zerogap.metrics import METRIC_NAMES, restoration_gaps
-from zerogap.solve_prior import SolvePrior, fit_solve_prior
 from zerogap.uncertainty import (
     MIN_QUESTIONS,
-    _part_variances,
     choose_bins,
     compare,
     gap_intervals,
     noise_floor,
     stratum_weights,
 )
+from zerogap.uncertainty.intervals import _part_variances
+from zerogap.uncertainty.solve_prior import SolvePrior, fit_solve_prior
 
 
 def synthetic_runs(n=300, m=50, k=3, seed=0):
@@ -175,7 +175,7 @@ def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, null, 
 
 def test_the_weak_null_on_one_stratum_is_the_paired_t_test():
     # A-PPG has no strata: the stratified t reduces to Student's paired t on n - 1 df.
-    from zerogap.student_t import t_cdf, t_quantile
+    from zerogap.uncertainty.student_t import t_cdf, t_quantile
 
     clean, m, mit, mit_m = synthetic_runs(n=50, m=10, k=2, seed=3)
     gaps = gap_intervals(clean, m, mit, mit_m)
@@ -222,7 +222,7 @@ def test_a_lone_question_in_its_stratum_borrows_its_neighbours_spread():
     d = np.abs(a / 10 - r) - np.abs(b / 10 - r)
     pooled_both = d.var(ddof=1)  # the lone question and its neighbour stratum together
     expected_se = math.sqrt(d[:-1].var(ddof=1) / (n - 1) + pooled_both) / 2
-    from zerogap.student_t import t_quantile
+    from zerogap.uncertainty.student_t import t_quantile
 
     half = (c.high - c.low) / 2
     assert half == pytest.approx(t_quantile(0.975, c.df) * expected_se, rel=1e-3)

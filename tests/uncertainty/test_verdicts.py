@@ -3,7 +3,7 @@
 Each case simulates counts whose truth is known by construction (a mitigated model with the
 clean model's own solve probabilities is restored; one shifted far away is not) and asserts how
 often the verdict says so, not any single number. Error rates over many studies are in
-tests/test_calibration.py.
+tests/uncertainty/test_calibration.py.
 """
 
 import numpy as np

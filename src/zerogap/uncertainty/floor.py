@@ -54,7 +54,8 @@ def noise_floor(
 
     * ``"empirical"`` (default): the benchmark's own spread of solve probabilities
       (:func:`~zerogap.uncertainty.solve_prior.fit_solve_prior`). Its mean matches a measured
-      second batch in expectation (simulated in tests/test_calibration.py across N and m).
+      second batch in expectation (simulated in tests/uncertainty/test_calibration.py across N
+      and m).
     * ``"jeffreys"``: Beta(c + 1/2, m - c + 1/2) per question, which lets every question seen at
       0/m or m/m vary like a coin seen once and overstates the floor where many questions sit
       there (0.117 simulated against 0.039 measured in a demo with 40% of questions at 0 or 1).

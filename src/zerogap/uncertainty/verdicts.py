@@ -37,9 +37,10 @@ class Verdict:
       ``se ∝ 1/sqrt(m)``. With fewer than :data:`MIN_QUESTIONS` questions the verdict is
       inconclusive and ``reason`` says so.
 
-    Error rates (checked by simulation in tests/test_calibration.py): a strategy equal in
-    distribution to the clean model is called "not restored" at most at ``1 - level``; one whose
-    true excess is twice the margin is called "restored" at most at ``1 - level``.
+    Error rates (checked by simulation in tests/uncertainty/test_calibration.py): a strategy
+    equal in distribution to the clean model is called "not restored" at most at
+    ``1 - level``; one whose true excess is twice the margin is called "restored" at most at
+    ``1 - level``.
     """
 
     name: str
