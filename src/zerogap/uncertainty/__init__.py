@@ -32,6 +32,12 @@ what each number here means:
 * **A verdict** (:func:`restoration_verdicts`; :mod:`~zerogap.uncertainty.verdicts`): restored
   / not restored / inconclusive by one rule, an equivalence test of SA-PPG's excess over the
   noise floor against a margin.
+* **A difference on these questions** (:func:`difference_interval`): two strategies' metric
+  difference with its interval over new samples, the questions fixed, as a strategy's interval
+  is.
+* **An allocation** (:func:`allocate_samples`; :mod:`~zerogap.uncertainty.allocation`): how
+  many samples each question gets so that SA-PPG and the paired differences reach a precision
+  for fewer samples than a uniform m; everything above accepts a different m per question.
 
 Below :data:`MIN_QUESTIONS` questions no interval, comparison or verdict is calibrated (the
 calibration suite starts there), and each says so instead of printing a number.
@@ -41,6 +47,7 @@ it; :mod:`~zerogap.uncertainty.student_t` is the t reference of the weak-null te
 Pure numpy.
 """
 
+from zerogap.uncertainty.allocation import Allocation, allocate_samples
 from zerogap.uncertainty.floor import NoiseFloor, noise_floor
 from zerogap.uncertainty.intervals import (
     LINEAR_METRICS,
@@ -50,6 +57,7 @@ from zerogap.uncertainty.intervals import (
     GapIntervals,
     Interval,
     choose_bins,
+    difference_interval,
     gap_intervals,
     stratum_weights,
     too_few,
@@ -65,13 +73,16 @@ __all__ = [
     "QUESTIONS_PER_BIN",
     "STRATIFIED",
     "VERDICT_OUTCOMES",
+    "Allocation",
     "GapIntervals",
     "Interval",
     "NoiseFloor",
     "PairedComparison",
     "Verdict",
+    "allocate_samples",
     "choose_bins",
     "compare",
+    "difference_interval",
     "gap_intervals",
     "noise_floor",
     "restoration_verdicts",

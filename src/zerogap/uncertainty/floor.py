@@ -17,7 +17,11 @@ from zerogap.uncertainty.solve_prior import fit_solve_prior
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """What two independent sample batches of the same model read (mean and upper quantile)."""
+    """What two independent sample batches of the same model read (mean and upper quantile).
+
+    ``samples`` is the second batch's m when it is one number for every question given
+    explicitly; None when it is the run's own m or differs by question.
+    """
 
     sa_ppg: float
     sa_ppg_upper: float
@@ -68,8 +72,9 @@ def noise_floor(
     ----------
     correct, samples : array-like of int, shape (n_questions,)
         Counts of the clean run.
-    other_samples : int, optional
-        Samples per question of the run to be compared (default: the clean run's own ``m``).
+    other_samples : int or array-like of int, shape (n_questions,), optional
+        Samples per question of the run to be compared (default: the clean run's own ``m``);
+        an array when that run's m differs by question (an allocated study's strategies).
 
     Examples
     --------
@@ -82,10 +87,8 @@ def noise_floor(
     _check_level(quantile)
     if isinstance(n_sim, bool) or not isinstance(n_sim, int | np.integer) or n_sim < 1:
         raise ValueError(f"n_sim must be a positive integer, got {n_sim!r}")
-    if other_samples is not None and other_samples < 1:
-        raise ValueError(f"other_samples must be positive, got {other_samples!r}")
     (c,), (m,) = _check_counts(correct, samples, "clean")
-    m_other = m if other_samples is None else np.full_like(m, other_samples)
+    m_other = m if other_samples is None else _other_samples(other_samples, c.size)
     rng = np.random.default_rng(seed)
     posterior = fit_solve_prior(c, m) if prior == "empirical" else None
     r1 = c / m
@@ -94,7 +97,7 @@ def noise_floor(
     for start in range(0, n_sim, _CHUNK):
         size = min(_CHUNK, n_sim - start)
         if posterior is not None:
-            c2 = posterior.draw_second_batch(rng, size, other_samples)
+            c2 = posterior.draw_second_batch(rng, size, m_other)
         else:
             p = (rng.beta(c + 0.5, m - c + 0.5, size=(size, c.size)) if prior == "jeffreys"
                  else np.broadcast_to(r1, (size, c.size)))
@@ -110,9 +113,21 @@ def noise_floor(
         a_ppg_upper=float(np.quantile(aa_all, quantile)),
         quantile=float(quantile),
         n_sim=int(n_sim),
-        samples=None if other_samples is None else int(other_samples),
+        samples=(None if other_samples is None or np.unique(m_other).size > 1
+                 else int(m_other[0])),
         prior=prior,
     )
+
+
+def _other_samples(other_samples, n_questions: int) -> np.ndarray:
+    """(N,) the compared run's m per question from one number or an (N,) array, validated."""
+    m = np.asarray(other_samples)
+    if m.ndim > 1 or (m.ndim == 1 and m.size != n_questions):
+        raise ValueError(f"other_samples must be one number or one per question "
+                         f"({n_questions}), got shape {m.shape}")
+    if m.dtype.kind not in "iu" or np.any(m < 1):
+        raise ValueError(f"other_samples must be positive whole numbers, got {other_samples!r}")
+    return np.broadcast_to(m, (n_questions,)).astype(np.int64)
 
 
 def _stratified_means(stratum: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:

@@ -15,7 +15,7 @@ Pure numpy.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import NormalDist
@@ -42,6 +42,9 @@ LINEAR_METRICS = ("a_ppg", "delta_plus", "delta_minus", "sa_ppg", "s_delta_plus"
 STRATIFIED = ("sa_ppg", "s_delta_plus", "s_delta_minus")
 _PART = {"a_ppg": "abs", "delta_plus": "plus", "delta_minus": "minus",
          "sa_ppg": "abs", "s_delta_plus": "plus", "s_delta_minus": "minus"}
+# Each linear metric's per-question term as a function of Δ (paper eq. 5, 9, 10, 13).
+_PART_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.abs, "plus": lambda d: np.maximum(d, 0.0), "minus": lambda d: np.maximum(-d, 0.0)}
 
 
 def too_few(n_questions: int) -> str:
@@ -133,9 +136,8 @@ def _part_variances(mit: SolvePrior, clean: SolvePrior) -> dict[str, np.ndarray]
         delta = np.arange(ma + 1)[:, None] / ma - np.arange(mc + 1)[None, :] / mc  # (A, C)
         pmf_a = binomial_likelihood(np.arange(ma + 1), np.full(ma + 1, ma), grid)  # (A, G)
         pmf_c = binomial_likelihood(np.arange(mc + 1), np.full(mc + 1, mc), grid)  # (C, G)
-        parts = {"abs": np.abs(delta), "plus": np.maximum(delta, 0),
-                 "minus": np.maximum(-delta, 0)}
-        for key, f in parts.items():
+        for key, part in _PART_FUNCTIONS.items():
+            f = part(delta)
             first = pmf_a.T @ f @ pmf_c  # (G, G) E[f | p, p']
             second = pmf_a.T @ (f * f) @ pmf_c
             spread = second - first * first
@@ -146,6 +148,36 @@ def _part_variances(mit: SolvePrior, clean: SolvePrior) -> dict[str, np.ndarray]
     result["delta"] = (mit.posterior @ bernoulli / mit.counts[mit.group, 1]
                        + clean.posterior @ bernoulli / clean.counts[clean.group, 1])
     return result
+
+
+def _part_covariances(a: SolvePrior, b: SolvePrior, clean: SolvePrior,
+                      part: str) -> np.ndarray:
+    """(N,) each question's expected covariance of strategy a's and b's terms ``f(Δ)``.
+
+    The two terms share the clean count ``Y``; given the three solve probabilities, a's and b's
+    counts are independent, so the covariance is that of ``g_a(Y)`` and ``g_b(Y)``, with
+    ``g_k(y) = E f(X_k / m_k - y / m_clean)``. Averaged over the three (independent) posteriors
+    it is ``E_p'[Cov_Y(ḡ_a(Y), ḡ_b(Y))]``, with ``ḡ_k`` the posterior average of ``g_k``: one
+    (m_clean + 1)-vector per question and strategy, for every question with the same three m.
+    """
+    grid, f = clean.grid, _PART_FUNCTIONS[part]
+    m_a, m_b = a.counts[a.group, 1], b.counts[b.group, 1]
+    m_c = clean.counts[clean.group, 1]
+    posteriors = a.posterior, b.posterior, clean.posterior  # (N, G) each
+    out = np.zeros(m_c.size)
+    for ma, mb, mc in np.unique(np.stack([m_a, m_b, m_c], axis=1), axis=0):
+        members = np.flatnonzero((m_a == ma) & (m_b == mb) & (m_c == mc))
+        y = np.arange(mc + 1) / mc
+        pmf_c = binomial_likelihood(np.arange(mc + 1), np.full(mc + 1, mc), grid)  # (C, G)
+        mean_terms = []
+        for m, posterior in ((ma, posteriors[0]), (mb, posteriors[1])):
+            pmf = binomial_likelihood(np.arange(m + 1), np.full(m + 1, m), grid)  # (M, G)
+            given_p = pmf.T @ f(np.arange(m + 1)[:, None] / m - y[None, :])  # (G, C)
+            mean_terms.append(posterior[members] @ given_p)  # (n, C) ḡ per question
+        both = (mean_terms[0] * mean_terms[1]) @ pmf_c  # (n, G) E_Y[ḡ_a ḡ_b | p']
+        apart = (mean_terms[0] @ pmf_c) * (mean_terms[1] @ pmf_c)
+        out[members] = ((both - apart) * posteriors[2][members]).sum(axis=1)
+    return out
 
 
 def _folded(estimate: float, se: float, z: float) -> tuple[float, float]:
@@ -167,7 +199,9 @@ class GapIntervals:
     (K,) the standard errors of the linear metrics and of the signed mean Δ behind G-APP
     (``"mean_delta"``) and G-AP (``"mean_draw"``). ``r_clean`` (N,), ``r_mitigated`` (K, N),
     ``weights`` (N,) (SA-PPG's), ``stratum`` (N,) (each question's SA-PPG stratum) and the
-    single draws are kept for :func:`~zerogap.uncertainty.paired.compare`.
+    single draws are kept for :func:`~zerogap.uncertainty.paired.compare`; the empirical-Bayes
+    priors of the clean and each mitigated run, and each strategy's per-question variances
+    (:func:`_part_variances`), for :func:`difference_interval`.
     """
 
     names: tuple[str, ...]
@@ -183,6 +217,9 @@ class GapIntervals:
     draw_clean: np.ndarray | None = field(default=None, repr=False)
     draw_mitigated: np.ndarray | None = field(default=None, repr=False)
     signed: dict = field(default_factory=dict, repr=False)
+    prior_clean: SolvePrior | None = field(default=None, repr=False)
+    prior_mitigated: tuple[SolvePrior, ...] = field(default=(), repr=False)
+    variances: tuple[dict[str, np.ndarray], ...] = field(default=(), repr=False)
 
     @property
     def n_questions(self) -> int:
@@ -341,11 +378,12 @@ def gap_intervals(
     weights = stratum_weights(r_clean, bins)
     stratum = strata(r_clean, bins=bins)
     prior_clean = fit_solve_prior(clean_c, clean_m)
+    priors = tuple(fit_solve_prior(mit_c[k], mit_m[k]) for k in range(n_strategies))
     se: dict[str, np.ndarray] = {key: np.zeros(n_strategies)
                                  for key in (*LINEAR_METRICS, "mean_delta", "mean_draw")}
     signed = {"mean_delta": (r_mit - r_clean).mean(axis=1), "mean_draw": np.zeros(n_strategies)}
-    for k in range(n_strategies):
-        var = _part_variances(fit_solve_prior(mit_c[k], mit_m[k]), prior_clean)
+    variances = tuple(_part_variances(prior, prior_clean) for prior in priors)
+    for k, var in enumerate(variances):
         for metric in LINEAR_METRICS:
             w = weights if metric in STRATIFIED else np.full(n, 1.0 / n)
             se[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
@@ -357,7 +395,67 @@ def gap_intervals(
         names=names, estimates=estimates, se=se, level=float(level),
         n_resamples=int(n_resamples), seed=int(seed), r_clean=r_clean, r_mitigated=r_mit,
         weights=weights, stratum=stratum, draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
+        prior_clean=prior_clean, prior_mitigated=priors, variances=variances,
     )
+
+
+def difference_interval(gaps: GapIntervals, a: str, b: str, *,
+                        metric: str = "sa_ppg") -> Interval:
+    """``metric(a) - metric(b)`` on these questions, with its interval over new samples.
+
+    The reading of :meth:`GapIntervals.interval`, for a difference: the benchmark is taken as
+    given and the interval is for the difference's expectation over new samples of the clean
+    model and both strategies, each question at the m it was sampled with (which may differ by
+    question, as an allocated study's do, :mod:`zerogap.uncertainty.allocation`). For a
+    weighted-sum metric ``Σ_q w_q (t_a(q) - t_b(q))`` the variance is
+    ``Σ_q w_q² (Var t_a + Var t_b - 2 Cov(t_a, t_b))``, each term exact under binomials and
+    averaged over the empirical-Bayes posteriors; the covariance comes from the clean count the
+    two terms share. The interval is the difference ± z · se.
+
+    :func:`~zerogap.uncertainty.paired.compare` answers another question (are a and b equal
+    question by question, or on average over new questions); its intervals also carry the
+    spread of the per-question differences across questions and are wider.
+
+    Parameters
+    ----------
+    gaps : GapIntervals
+    a, b : str
+        Strategy names.
+    metric : str, default="sa_ppg"
+        One of the weighted-sum metrics (``LINEAR_METRICS``).
+
+    Returns
+    -------
+    Interval
+
+    Examples
+    --------
+    >>> gaps = gap_intervals([5, 0, 9, 2] * 5, [10] * 20,
+    ...                      [[5, 3, 9, 0] * 5, [9, 9, 9, 9] * 5], [[10] * 20] * 2,
+    ...                      names=["railcap", "identity"])
+    >>> ci = difference_interval(gaps, "railcap", "identity")
+    >>> round(ci.estimate, 4), ci.low < ci.estimate < ci.high < 0
+    (-0.375, True)
+    """
+    if metric not in LINEAR_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(LINEAR_METRICS)}, got {metric!r}")
+    ia, ib = gaps.index(a), gaps.index(b)
+    estimate = float(getattr(gaps.estimates[ia], metric) - getattr(gaps.estimates[ib], metric))
+    if gaps.n_questions < MIN_QUESTIONS:
+        return Interval(estimate, math.nan, math.nan, gaps.level, too_few(gaps.n_questions))
+    if ia == ib:  # the same samples: no difference to vary
+        return Interval(0.0, 0.0, 0.0, gaps.level)
+    if gaps.prior_clean is None:
+        raise ValueError("these intervals carry no priors: build them with gap_intervals")
+    part = _PART[metric]
+    variance = (gaps.variances[ia][part] + gaps.variances[ib][part]
+                - 2 * _part_covariances(gaps.prior_mitigated[ia], gaps.prior_mitigated[ib],
+                                        gaps.prior_clean, part))
+    n = gaps.n_questions
+    w = gaps.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
+    se = math.sqrt(max(float(w**2 @ variance), 0.0))
+    z = NormalDist().inv_cdf(0.5 + gaps.level / 2)
+    return Interval(estimate, estimate - z * se, estimate + z * se, gaps.level)
 
 
 def _terms(gaps: GapIntervals, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:

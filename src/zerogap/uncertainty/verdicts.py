@@ -92,9 +92,10 @@ def restoration_verdicts(
 ) -> list[Verdict]:
     """Equivalence verdicts of every strategy in ``gaps`` against the clean run.
 
-    The floor is :func:`noise_floor` of the clean counts with each strategy's median m (one
-    simulation per distinct m), at the strata ``gaps`` was computed with; the standard error is
-    SA-PPG's from ``gaps``. See :class:`Verdict` for the rule.
+    The floor is :func:`noise_floor` of the clean counts with each strategy's own m per
+    question (one simulation per distinct set of them; an allocated study's strategies share
+    one), at the strata ``gaps`` was computed with; the standard error is SA-PPG's from
+    ``gaps``. See :class:`Verdict` for the rule; its ``samples`` is the strategy's median m.
 
     Parameters
     ----------
@@ -126,7 +127,7 @@ def restoration_verdicts(
     mit_m = np.atleast_2d(np.asarray(mitigated_samples, np.int64))
     bins = gaps.estimates[0].bins
     z = NormalDist().inv_cdf(gaps.level)
-    floors: dict[int, float] = {}
+    floors: dict[bytes, float] = {}
     out = []
     for k, name in enumerate(gaps.names):
         m = int(np.median(mit_m[k]))
@@ -137,10 +138,11 @@ def restoration_verdicts(
                                math.nan, math.nan, gaps.level, se, gaps.n_questions, m,
                                reason=too_few(gaps.n_questions)))
             continue
-        if m not in floors:
-            floors[m] = noise_floor(clean_correct, clean_samples, other_samples=m, bins=bins,
-                                    n_sim=n_sim, seed=gaps.seed).sa_ppg
-        floor = floors[m]
+        key = mit_m[k].tobytes()
+        if key not in floors:
+            floors[key] = noise_floor(clean_correct, clean_samples, other_samples=mit_m[k],
+                                      bins=bins, n_sim=n_sim, seed=gaps.seed).sa_ppg
+        floor = floors[key]
         excess = sa - floor
         low, high = excess - z * se, excess + z * se
         outcome = ("restored" if high < margin
