@@ -67,6 +67,19 @@ def test_weights_follow_where_the_reference_batch_will_place_each_question():
     assert plan.weights[p == 0].max() < np.median(plan.weights[p > 0])
 
 
+def test_weights_are_those_of_the_batch_that_will_be_scored():
+    # Half the questions never solved, half at 0.75: at the batch's own m = 20 they fill the
+    # two strata of B = 2 equally and weigh alike. A reference batch of one sample per question
+    # would send a quarter of the latter down among the never-solved ones, and leave the rest
+    # fewer in the upper stratum: they weigh more.
+    n = 300
+    c = np.r_[np.zeros(150, int), np.full(150, 15)]
+    own = allocate_samples(c, np.full(n, 20), budget=5, bins=2).weights
+    assert own[:150] == pytest.approx(own[150:], rel=0.05)
+    single = allocate_samples(c, np.full(n, 20), budget=5, bins=2, reference_samples=1).weights
+    assert single[150:].min() > 1.3 * single[:150].max()
+
+
 def test_a_pilot_spends_nothing_where_every_strategy_is_sure():
     rng = np.random.default_rng(5)
     n = 200
@@ -123,7 +136,9 @@ def test_targets_out_of_reach_say_why():
         ({}, "exactly one of budget and target_half_width"),
         ({"budget": 5, "target_half_width": 0.1}, "exactly one of"),
         ({"target_half_width": 0.05}, "needs pilot counts"),
-        ({"budget": 0.5}, "budget must be at least min_samples"),
+        ({"budget": 0.5}, "budget must be a number of at least min_samples"),
+        ({"budget": "5"}, "budget must be a number"),
+        ({"target_half_width": -0.1}, "target_half_width must be positive"),
         ({"budget": 5, "min_samples": 0}, "min_samples must be a positive integer"),
         ({"budget": 5, "max_samples": 2, "min_samples": 3}, "max_samples must be"),
         ({"budget": 5, "reference_samples": [10, 10]}, "reference_samples must be one number"),

@@ -48,7 +48,7 @@ from zerogap.metrics import DEFAULT_BINS, strata
 from zerogap.uncertainty.intervals import _check_counts, _check_level
 from zerogap.uncertainty.solve_prior import SolvePrior, binomial_likelihood, fit_solve_prior
 
-# Bisection steps on the scale of the allocation: far below one sample's resolution.
+# Bisection steps on the allocation's scale: enough halvings to pin its boundary to floats.
 _STEPS = 200
 
 
@@ -148,6 +148,16 @@ def allocate_samples(
         raise ValueError("give exactly one of budget and target_half_width")
     _check_level(level)
     min_samples, max_samples = _check_bounds(min_samples, max_samples)
+    if budget is not None and (isinstance(budget, bool)
+                               or not isinstance(budget, int | float | np.number)
+                               or not min_samples <= budget):
+        raise ValueError(f"budget must be a number of at least min_samples ({min_samples}), "
+                         f"got {budget!r}")
+    if target_half_width is not None and (isinstance(target_half_width, bool)
+                                          or not isinstance(target_half_width,
+                                                            int | float | np.number)
+                                          or not target_half_width > 0):
+        raise ValueError(f"target_half_width must be positive, got {target_half_width!r}")
     (c,), (m,) = _check_counts(clean_correct, clean_samples, "clean")
     n = c.size
     m_ref = m if reference_samples is None else _per_question(reference_samples, n,
@@ -170,9 +180,6 @@ def allocate_samples(
     targets = _targets(weights, clean_prior, m_ref, priors, names)
     z = NormalDist().inv_cdf(0.5 + level / 2)
     if budget is not None:
-        if isinstance(budget, bool) or not min_samples <= budget:
-            raise ValueError(f"budget must be at least min_samples ({min_samples}), "
-                             f"got {budget!r}")
         samples = _scaled(score, min_samples, max_samples,
                           lambda alloc: alloc.mean() <= budget)
     else:
@@ -190,8 +197,6 @@ def _to_target(score, targets, target_half_width, z, low, high) -> np.ndarray:
     if not targets:
         raise ValueError("target_half_width needs pilot counts of the strategies: without "
                          "them their variance is unknown")
-    if isinstance(target_half_width, bool) or not target_half_width > 0:
-        raise ValueError(f"target_half_width must be positive, got {target_half_width!r}")
     limit = (target_half_width / z) ** 2
 
     def reached(alloc: np.ndarray) -> bool:
@@ -264,7 +269,6 @@ def _expected_weights(prior: SolvePrior, m_ref: np.ndarray, bins: int) -> np.nda
         onto = np.zeros((mr + 1, bins))
         onto[counts, strata(counts / mr, bins=bins)] = 1.0
         landing[members] = predictive @ onto
-    landing /= landing.sum(axis=1, keepdims=True)
     sizes = landing.sum(axis=0)  # (B,)
     with np.errstate(divide="ignore"):
         empty = np.exp(np.log1p(-np.minimum(landing, 1.0)).sum(axis=0))  # (B,)
