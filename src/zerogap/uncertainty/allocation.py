@@ -45,7 +45,7 @@ from statistics import NormalDist
 import numpy as np
 
 from zerogap.metrics import DEFAULT_BINS, strata
-from zerogap.uncertainty.intervals import _check_counts, _check_level
+from zerogap.uncertainty.intervals import _check_counts, _check_level, _per_question
 from zerogap.uncertainty.solve_prior import SolvePrior, binomial_likelihood, fit_solve_prior
 
 # Bisection steps on the allocation's scale: enough halvings to pin its boundary to floats.
@@ -226,17 +226,6 @@ def _check_bounds(min_samples, max_samples) -> tuple[int, int | None]:
         raise ValueError(f"max_samples must be an integer of at least min_samples "
                          f"({min_samples}), got {max_samples!r}")
     return int(min_samples), None if max_samples is None else int(max_samples)
-
-
-def _per_question(values, n: int, name: str) -> np.ndarray:
-    """(N,) positive whole numbers from one number or one per question."""
-    arr = np.asarray(values)
-    if arr.ndim > 1 or (arr.ndim == 1 and arr.size != n):
-        raise ValueError(f"{name} must be one number or one per question ({n}), "
-                         f"got shape {arr.shape}")
-    if arr.dtype.kind not in "iu" or np.any(arr < 1):
-        raise ValueError(f"{name} must be positive whole numbers, got {values!r}")
-    return np.broadcast_to(arr, (n,)).astype(np.int64)
 
 
 def _names(names, k: int) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerogap.metrics import DEFAULT_BINS, strata
-from zerogap.uncertainty.intervals import _CHUNK, _check_counts, _check_level
+from zerogap.uncertainty.intervals import _CHUNK, _check_counts, _check_level, _per_question
 from zerogap.uncertainty.solve_prior import fit_solve_prior
 
 
@@ -88,7 +88,7 @@ def noise_floor(
     if isinstance(n_sim, bool) or not isinstance(n_sim, int | np.integer) or n_sim < 1:
         raise ValueError(f"n_sim must be a positive integer, got {n_sim!r}")
     (c,), (m,) = _check_counts(correct, samples, "clean")
-    m_other = m if other_samples is None else _other_samples(other_samples, c.size)
+    m_other = m if other_samples is None else _per_question(other_samples, c.size, "other_samples")
     rng = np.random.default_rng(seed)
     posterior = fit_solve_prior(c, m) if prior == "empirical" else None
     r1 = c / m
@@ -117,17 +117,6 @@ def noise_floor(
                  else int(m_other[0])),
         prior=prior,
     )
-
-
-def _other_samples(other_samples, n_questions: int) -> np.ndarray:
-    """(N,) the compared run's m per question from one number or an (N,) array, validated."""
-    m = np.asarray(other_samples)
-    if m.ndim > 1 or (m.ndim == 1 and m.size != n_questions):
-        raise ValueError(f"other_samples must be one number or one per question "
-                         f"({n_questions}), got shape {m.shape}")
-    if m.dtype.kind not in "iu" or np.any(m < 1):
-        raise ValueError(f"other_samples must be positive whole numbers, got {other_samples!r}")
-    return np.broadcast_to(m, (n_questions,)).astype(np.int64)
 
 
 def _stratified_means(stratum: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:

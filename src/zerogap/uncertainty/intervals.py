@@ -89,6 +89,17 @@ def _check_counts(correct, samples, name: str) -> tuple[np.ndarray, np.ndarray]:
     return correct.astype(np.int64), samples.astype(np.int64)
 
 
+def _per_question(values, n: int, name: str) -> np.ndarray:
+    """(N,) positive whole numbers from one number or one per question."""
+    arr = np.asarray(values)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.size != n):
+        raise ValueError(f"{name} must be one number or one per question ({n}), "
+                         f"got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" or np.any(arr < 1):
+        raise ValueError(f"{name} must be positive whole numbers, got {values!r}")
+    return np.broadcast_to(arr, (n,)).astype(np.int64)
+
+
 def choose_bins(n_questions: int) -> int:
     """The default number of SA-PPG strata B for a benchmark of ``n_questions``.
 
@@ -413,8 +424,8 @@ def difference_interval(gaps: GapIntervals, a: str, b: str, *,
     two terms share. The interval is the difference ± z · se.
 
     :func:`~zerogap.uncertainty.paired.compare` answers another question (are a and b equal
-    question by question, or on average over new questions); its intervals also carry the
-    spread of the per-question differences across questions and are wider.
+    question by question, or on average over a new draw of questions), and its intervals are
+    for that one.
 
     Parameters
     ----------
