@@ -1,10 +1,10 @@
-"""The power calculation behind the demo's size (issues 21 and 47; docs/demo-design.md section 6).
+"""The power calculation behind the demo's size (docs/demo-design.md section 6).
 
 Planned (the default): for each number of questions N (half of them leaked) and samples per
-question m, over seeded simulated studies (zerogap.calibration.paired_power): the power of the
-one-sided paired SA-PPG test to find a mitigation whose expected SA-PPG lies 0.135 below
-Identity's (the paper's RailCap-vs-Identity difference, arXiv 2608.07341 Table 1), and the mean
-half-width of the two-sided 95% interval of that difference. That mitigation moves every
+question m, over seeded simulated studies (zerogap.uncertainty.calibration.paired_power): the
+power of the one-sided paired SA-PPG test to find a mitigation whose expected SA-PPG lies 0.135
+below Identity's (the paper's RailCap-vs-Identity difference, arXiv 2608.07341 Table 1), and the
+mean half-width of the two-sided 95% interval of that difference. That mitigation moves every
 leaked question alike.
 
 Measured, from a pilot independent of the tested run. A pilot that shares the tested run's
@@ -18,10 +18,10 @@ questions and noise keys agrees with it by construction, so the pilot is a study
    ``FOLDER/pilot-split.json`` and ``FOLDER/study.toml`` (the demo's study on those questions)
    and prints the command that runs it.
 2. ``--study FOLDER --split SPLIT``: the calculation with the strategies that pilot measured
-   (zerogap.calibration.measured_power, the weak null's paired test the findings use): each
-   simulated study draws N questions from the pilot's, true solve probabilities from their
-   empirical-Bayes posteriors, m new samples of each. For RailCap against Identity and against
-   each baseline the pilot ran: the 95% interval's mean half-width and the power for the
+   (zerogap.uncertainty.calibration.measured_power, the weak null's paired test the findings use):
+   each simulated study draws N questions from the pilot's, true solve probabilities from their
+   empirical-Bayes posteriors, m new samples of each. For RailCap against Identity and against each
+   baseline the pilot ran: the 95% interval's mean half-width and the power for the
    paper's 0.135. Only sizes whose tested questions (the first N/2 of each side of SPLIT) are
    disjoint from the pilot's are considered, and a pilot whose seeds meet the tested run's is
    refused. The study's time at each size is predicted from the pilot's recorded job seconds
@@ -51,10 +51,10 @@ import numpy as np
 
 from zerogap.analysis.findings import ALPHA, BASELINES, NULL, RAILCAP
 from zerogap.analysis.folder import read_study_folder
-from zerogap.calibration import measured_power, paired_power
 from zerogap.errors import ZerogapError
 from zerogap.io.counts import read_counts
 from zerogap.study.spec import read_split, study_toml
+from zerogap.uncertainty.calibration import measured_power, paired_power
 
 SIZES = (24, 36, 48, 64, 96, 128)
 SAMPLES = (6, 8, 12, 16)

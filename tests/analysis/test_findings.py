@@ -23,9 +23,9 @@ from zerogap.analysis.findings import (
 from zerogap.analysis.findings import (
     Test as ClaimTest,
 )
-from zerogap.calibration import Rate, benchmark
 from zerogap.io.counts import QuestionCounts
 from zerogap.uncertainty import gap_intervals
+from zerogap.uncertainty.calibration import Rate, benchmark
 
 M = 50
 # 180 questions the clean model solves 2% of the time, 10 at 50%, 10 at 98%

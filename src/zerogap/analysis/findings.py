@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from zerogap.solve_prior import binomial_likelihood, fit_solve_prior
 from zerogap.uncertainty import GapIntervals, compare, gap_intervals
+from zerogap.uncertainty.solve_prior import binomial_likelihood, fit_solve_prior
 
 ALPHA = 0.05
 NULL = "mean"
@@ -237,8 +237,9 @@ def binomial_f3(clean_correct, clean_samples, repeat_correct, repeat_samples) ->
     For a question solved with probability ``p``, two single draws differ with probability
     ``2 p (1 - p)``, and two solve probabilities from ``m1`` and ``m2`` samples differ by
     ``E|X / m1 - Y / m2|`` (X, Y binomial; computed exactly). ``p`` is averaged over the
-    question's empirical-Bayes posterior (:mod:`zerogap.solve_prior`) given both batches (they
-    sample the same model, so their counts pool), under the prior fitted to all questions.
+    question's empirical-Bayes posterior (:mod:`zerogap.uncertainty.solve_prior`) given both
+    batches (they sample the same model, so their counts pool), under the prior fitted to all
+    questions.
 
     Parameters
     ----------
