@@ -78,9 +78,9 @@ class EngineOptions(JsonConfig):
     """How models are loaded: not part of what a run samples (so not of its identity), except
     ``dtype``, which callers that name runs by content record themselves.
 
-    ``device`` and ``max_batch`` are the HF engine's; the parallel sizes and ``vllm_options``
-    (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the others' options. Errors
-    name the command-line flag of each field.
+    ``device``, ``max_batch`` and ``threads`` are the HF engine's; the parallel sizes and
+    ``vllm_options`` (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the
+    others' options. Errors name the command-line flag of each field.
     """
 
     device: str | None = field(default=None, metadata={
@@ -92,6 +92,10 @@ class EngineOptions(JsonConfig):
     max_batch: int | None = field(default=None, metadata={
         "help": "most rows decoded at once (default: sized from free memory)", "min": 1,
         "flag": "--batch-size"})
+    threads: int | None = field(default=None, metadata={
+        "help": "torch threads of the HF engine on a CPU, fixed (default: as many as the "
+                "cores other processes leave, re-checked as it runs; also ZEROGAP_THREADS)",
+        "min": 1, "flag": "--threads"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM tensor parallel size", "min": 1, "flag": "--tensor-parallel-size"})
     pipeline_parallel_size: int = field(default=1, metadata={

@@ -26,6 +26,7 @@ sample index, step) and the logits only: not on batch size, batch composition or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
@@ -58,6 +59,7 @@ from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, 
 from zerogap.engine.memory import available_bytes
 from zerogap.engine.prefix_cache import PrefixCache, limit_bytes, weights_state
 from zerogap.engine.stops import eos_ids, stop_tokens
+from zerogap.engine.threads import governed, override
 from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
@@ -106,7 +108,7 @@ class _Decoder:
 
     def __init__(self, model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
                  stop: Sequence[str], max_batch: int | None, rows_per_question: int,
-                 prefixes: PrefixCache | None):
+                 prefixes: PrefixCache | None, threads: int | None = None):
         if not prompts:
             raise ValueError("no prompts to decode")
         if max_new_tokens < 1:
@@ -137,6 +139,7 @@ class _Decoder:
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a BatchSizer
+        self.threads = threads  # None: chosen as it runs (zerogap.engine.threads)
         self.cache: RowCache | None = None
         self.stop_tokens = stop_tokens(tokenizer, self.stop)
         self.generated = 0
@@ -325,7 +328,12 @@ class _Decoder:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
 
-        with torch.inference_mode(), patched(patch, self.model), prefix_attention(self.model):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.inference_mode())
+            stack.enter_context(patched(patch, self.model))
+            stack.enter_context(prefix_attention(self.model))
+            # On a CPU the thread count follows the cores other processes leave (threads.py).
+            cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
             self.prefix_kv = self._prefix(patch)
             sizer: BatchSizer | None = None
             if self.max_rows is None:
@@ -339,9 +347,9 @@ class _Decoder:
                 rows = state["rows"]
                 if rows is None or len(rows.lengths) == 0:
                     break
+                joined = len(rows.lengths) != before
                 if sizer is not None:
-                    sizer.step(len(rows.lengths), admitted=len(rows.lengths) != before,
-                               can_grow=bool(queue))
+                    sizer.step(len(rows.lengths), admitted=joined, can_grow=bool(queue))
                     self.max_rows = sizer.size
                     if sizer.done:
                         sizer = None
@@ -390,6 +398,8 @@ class _Decoder:
                     last_note = now
                 if len(chosen):
                     state["logits"] = self._step(chosen, state["rows"].position - 1)
+                # A step in which rows joined also encoded them: not timed.
+                cpu.step(len(chosen_host), timed=not joined, settled=sizer is None)
         return results
 
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
@@ -484,7 +494,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
            patch: Patch | None = None, top_k: int | None = None, top_p: float | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, list[Generation]], None] | None = None,
-           prefixes: PrefixCache | None = None) -> list[list[Generation]]:
+           prefixes: PrefixCache | None = None, threads: int | None = None
+           ) -> list[list[Generation]]:
     """Draw ``m`` responses per prompt at ``temperature``.
 
     Parameters
@@ -516,6 +527,10 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
         This machine's files of encoded prefixes for ``model`` (see
         :mod:`zerogap.engine.prefix_cache`): read instead of encoding, written after an
         encode. They hold the bits an encode gives, so no draw changes.
+    threads : int, optional
+        Torch threads for the whole call on a CPU; default: the caller's count at most,
+        fewer while other processes hold cores (:mod:`zerogap.engine.threads`, where
+        ``ZEROGAP_THREADS`` also fixes it).
 
     Returns
     -------
@@ -542,7 +557,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes)
+                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes,
+                       threads=threads)
     vocab = None
 
     def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
@@ -565,7 +581,8 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
            stop: Sequence[str] = (), return_entropy: bool = False, patch: Patch | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, Generation], None] | None = None,
-           prefixes: PrefixCache | None = None) -> list[Generation]:
+           prefixes: PrefixCache | None = None, threads: int | None = None
+           ) -> list[Generation]:
     """Greedy (argmax, lowest token id on ties) decode of each prompt.
 
     Parameters are as for :func:`sample`. With ``return_entropy`` each :class:`Generation` holds
@@ -577,7 +594,8 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     list of N :class:`Generation`, in prompt order.
     """
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes)
+                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes,
+                       threads=threads)
     callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
     out = decoder.run(1, lambda logits, rows: logits.argmax(-1), keys=lambda q, s: 0,
                       intervention=None, patch=patch, with_entropy=return_entropy,
@@ -598,6 +616,7 @@ class HFBackend:
     model: Any
     tokenizer: Any
     max_batch: int | None = None
+    threads: int | None = None
     name: ClassVar[str]
     noise: str = noise.SCHEME
     capabilities: Capabilities = HF_CAPABILITIES
@@ -609,6 +628,7 @@ class HFBackend:
 
         check_device(options.device)  # a bogus or absent device is one line before any load
         limit_bytes()  # so is a bad $ZEROGAP_PREFIX_CACHE_MB
+        override()  # and a bad $ZEROGAP_THREADS
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):
@@ -617,7 +637,7 @@ class HFBackend:
         loaded = load_model(spec, device=options.device, dtype=options.dtype)
         prefixes = PrefixCache.open(loaded.fingerprint, weights_state(loaded.model))
         return loaded, cls(loaded.model, loaded.tokenizer, max_batch=options.max_batch,
-                           prefixes=prefixes)
+                           threads=options.threads, prefixes=prefixes)
 
     def _patch(self, patch: ActivationPatch | None) -> Patch | None:
         return None if patch is None else patch.torch_patch()
@@ -632,7 +652,7 @@ class HFBackend:
                       question_ids=question_ids, seed=spec.seed, stop=spec.stop,
                       intervention=hook, patch=self._patch(patch), top_k=spec.top_k,
                       top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
-                      on_question=on_question, prefixes=self.prefixes)
+                      on_question=on_question, prefixes=self.prefixes, threads=self.threads)
 
     def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
                patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
@@ -640,7 +660,7 @@ class HFBackend:
         return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
                       stop=spec.stop, return_entropy=entropies, patch=self._patch(patch),
                       max_batch=self.max_batch, progress=progress, on_question=on_question,
-                      prefixes=self.prefixes)
+                      prefixes=self.prefixes, threads=self.threads)
 
     def forced_ranks(self, prompts: Sequence[str], forced: Sequence[Sequence[int]]
                      ) -> list[list[int]]:

@@ -989,16 +989,18 @@ def _run_jobs(todo: Sequence[_Job], study: StudySpec, s: _Setting, pool: Sequenc
     if side_by_side:
         import torch
 
+        from zerogap.engine.threads import core_limit, share
+
         saved = torch.get_num_threads()
+        budget = min(saved, core_limit())  # the cores a cgroup's CPU quota leaves, at most
         tracker.leave()  # the line shows the workers' stages from here
 
     def run(item: int, worker: int, running: Callable[[], int]) -> None:
         job = todo[item]
         if side_by_side:
             def take_share() -> None:
-                share = threads_per_worker(running(), saved)
-                if torch.get_num_threads() != share:
-                    torch.set_num_threads(share)  # the calling thread's own OpenMP count
+                # The calling thread's own OpenMP count, or its engine's ceiling mid-call.
+                share(threads_per_worker(running(), budget))
 
             take_share()
             tracker.on_event(take_share)

@@ -34,13 +34,17 @@ def default_workers(device: str, backend_exclusive: bool, threads: int | None = 
     if threads is None:
         import torch
 
-        threads = torch.get_num_threads()
+        from zerogap.engine.threads import core_limit
+
+        threads = min(torch.get_num_threads(), core_limit())
     return 2 if threads >= 2 else 1
 
 
 def threads_per_worker(running: int, threads: int) -> int:
     """Torch threads for each of ``running`` items side by side: the caller's ``threads``
-    split evenly (at least one each), so an item left running alone takes them all."""
+    split evenly (at least one each), so an item left running alone takes them all. Each is
+    the ceiling of its item's engine, which uses fewer while other processes hold cores
+    (:mod:`zerogap.engine.threads`)."""
     return max(1, threads // running)
 
 
