@@ -170,35 +170,30 @@ def test_a_share_of_the_free_cores_is_the_target():
     assert others_busy(quiet, Reading(2.0, 3.0, 1.0)) == 1.0  # our own second of CPU is not
 
 
-def _tree(path: Path, **files: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (path / name.replace("__", ".")).write_text(text)
-
-
-def test_the_quota_is_the_tightest_up_a_v2_tree(tmp_path):
+def test_the_quota_is_the_tightest_up_a_v2_tree(tmp_path, cgroup_folder):
     root = tmp_path / "cgroup"
-    _tree(root / "job", cpu__max="150000 100000\n")
-    _tree(root / "job" / "step", cpu__max="max 100000\n")
+    cgroup_folder(root / "job", cpu__max="150000 100000\n")
+    cgroup_folder(root / "job" / "step", cpu__max="max 100000\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("0::/job/step\n")
     assert cpu_quota(root, self_cgroup) == 1.5
-    _tree(root / "job" / "step", cpu__max="50000 100000\n")
+    cgroup_folder(root / "job" / "step", cpu__max="50000 100000\n")
     assert cpu_quota(root, self_cgroup) == 0.5
-    _tree(root / "job", cpu__max="max 100000\n")
-    _tree(root / "job" / "step", cpu__max="max 100000\n")
+    cgroup_folder(root / "job", cpu__max="max 100000\n")
+    cgroup_folder(root / "job" / "step", cpu__max="max 100000\n")
     assert cpu_quota(root, self_cgroup) is None
     assert cpu_quota(root, tmp_path / "no-such-file") is None
 
 
-def test_the_v1_quota_reads_minus_one_as_none(tmp_path):
+def test_the_v1_quota_reads_minus_one_as_none(tmp_path, cgroup_folder):
     root = tmp_path / "cgroup"
-    _tree(root / "cpu", cpu__cfs_quota_us="-1\n", cpu__cfs_period_us="100000\n")
-    _tree(root / "cpu" / "svc", cpu__cfs_quota_us="250000\n", cpu__cfs_period_us="100000\n")
+    cgroup_folder(root / "cpu", cpu__cfs_quota_us="-1\n", cpu__cfs_period_us="100000\n")
+    cgroup_folder(root / "cpu" / "svc", cpu__cfs_quota_us="250000\n",
+                  cpu__cfs_period_us="100000\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("4:memory:/svc\n2:cpu,cpuacct:/svc\n0::/\n")
     assert cpu_quota(root, self_cgroup) == 2.5
-    _tree(root / "cpu" / "svc", cpu__cfs_quota_us="-1\n")
+    cgroup_folder(root / "cpu" / "svc", cpu__cfs_quota_us="-1\n")
     assert cpu_quota(root, self_cgroup) is None
 
 
