@@ -20,9 +20,9 @@ def test_v2_room_is_the_tightest_limit_up_the_tree_less_what_cannot_be_dropped(
         tmp_path, cgroup_folder):
     root = tmp_path / "cgroup"
     cgroup_folder(root / "job", memory__max=f"{8 * GIB}\n", memory__current=f"{1 * GIB}\n",
-           memory__stat="anon 1\ninactive_file 0\n")
+                  memory__stat="anon 1\ninactive_file 0\n")
     cgroup_folder(root / "job" / "step", memory__max="max\n", memory__current=f"{3 * GIB}\n",
-           memory__stat=f"anon 5\ninactive_file {2 * GIB}\n")
+                  memory__stat=f"anon 5\ninactive_file {2 * GIB}\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("0::/job/step\n")
     # The step has no limit of its own; the job's 8 GiB less its 1 GiB held bounds it.
@@ -36,9 +36,10 @@ def test_v1_no_limit_and_a_missing_group_read_as_none_or_the_mount_root(tmp_path
     root = tmp_path / "cgroup"
     unlimited = str(9223372036854771712)
     cgroup_folder(root / "memory", memory__limit_in_bytes=f"{2 * GIB}\n",
-           memory__usage_in_bytes=f"{GIB}\n", memory__stat=f"total_inactive_file {GIB // 2}\n")
+                  memory__usage_in_bytes=f"{GIB}\n",
+                  memory__stat=f"total_inactive_file {GIB // 2}\n")
     cgroup_folder(root / "memory" / "svc", memory__limit_in_bytes=unlimited,
-           memory__usage_in_bytes="0\n")
+                  memory__usage_in_bytes="0\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("5:cpu,cpuacct:/svc\n4:memory:/svc\n0::/\n")
     assert cgroup_room(root, self_cgroup) == 2 * GIB - GIB // 2
