@@ -320,3 +320,13 @@ def test_the_backend_takes_threads_from_its_options(tiny):
     seen = _counts_during(model, lambda: backend.sample(["Q: 1+1=?\nA:"], spec,
                                                         question_ids=["q"]))
     assert seen == {2} and torch.get_num_threads() == 1
+
+
+def test_a_bad_override_stops_the_command_before_anything_is_written(tiny_dir, tmp_path,
+                                                                     monkeypatch, capsys):
+    from helpers import run_main, sample_args
+
+    monkeypatch.setenv(ENV, "many")
+    assert run_main(sample_args(tiny_dir, tmp_path / "run")) == 2
+    assert f"{ENV}='many'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -278,6 +278,8 @@ class ThreadChooser:
                       self.threads, before, rate, reference, move,
                       extra={"engine": {"threads": self.threads, "rates": dict(self.rates)}})
         else:
+            _log.debug("%d threads kept: %d read %.0f against %.0f a second (%s)", before,
+                       self.threads, rate, reference, move)
             self.threads = before
             self._hold[move] = min(2 * self._hold[move], self.MAX_HOLD)
             self._until[move] = now + self._hold[move]
