@@ -26,7 +26,9 @@ How requests map onto the engine:
 Model arguments: ``pretrained`` (any model spec zerogap takes, ``embedded`` by default),
 ``strategy`` (default ``identity``), ``dtype``, ``seed`` (default 0), ``max_batch`` (most rows
 decoded together; by default the engine sizes its batches itself, and the harness's
-``--batch_size`` is not used), ``device`` (the harness's ``--device``); every other key is a
+``--batch_size`` is not used), ``threads`` (torch threads on a CPU, fixed; by default they
+follow the cores other processes leave, :mod:`zerogap.engine.threads`), ``device`` (the
+harness's ``--device``); every other key is a
 setting of the strategy (``n=3``, ``mode=ban``, ``neurons=PATH``...).
 """
 
@@ -162,7 +164,7 @@ class ZerogapLM(LM):
 
     def __init__(self, pretrained: str = "embedded", strategy: str = "identity",
                  dtype: str = "float32", seed: int = 0, max_batch: int | None = None,
-                 device: str | None = None, batch_size: Any = None,
+                 threads: int | None = None, device: str | None = None, batch_size: Any = None,
                  max_batch_size: Any = None, max_gen_toks: int = 256, **settings: Any) -> None:
         super().__init__()
         from zerogap.engine.base import EngineOptions
@@ -179,14 +181,16 @@ class ZerogapLM(LM):
                             f"{self.strategy.readout}) does not give one graded response per "
                             "sample, which the harness's metrics need; use zerogap sample")
         for name, value, least in (("seed", seed, 0), ("max_gen_toks", max_gen_toks, 1),
-                                   ("max_batch", 1 if max_batch is None else max_batch, 1)):
+                                   ("max_batch", 1 if max_batch is None else max_batch, 1),
+                                   ("threads", 1 if threads is None else threads, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise UserError(f"--model_args {name} must be an integer >= {least}, "
                                 f"got {value!r}")
         # batch_size and max_batch_size (the harness's --batch_size) are not used: the engine
         # sizes its batches in rows from free memory and its first steps; max_batch caps them.
+        # Its torch threads follow the cores other processes leave; threads fixes them.
         options = EngineOptions.from_dict({"device": _harness_device(device), "dtype": str(dtype),
-                                           "max_batch": max_batch})
+                                           "max_batch": max_batch, "threads": threads})
         self.strategy.check_inputs()
         self.engine = start_engine(str(pretrained), _BACKEND, check_engine(_BACKEND, options))
         self.engine.accept(self.strategy)

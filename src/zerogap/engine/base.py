@@ -79,9 +79,10 @@ class EngineOptions(JsonConfig):
     """How models are loaded: not part of what a run samples (so not of its identity), except
     ``dtype``, which callers that name runs by content record themselves.
 
-    ``device`` and ``max_batch`` are the HF engine's; the parallel sizes and ``vllm_options``
-    (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the others' options. The
-    command line generates its flags from these fields (``max_batch`` is ``--batch-size``).
+    ``device``, ``max_batch`` and ``threads`` are the HF engine's; the parallel sizes and
+    ``vllm_options`` (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the
+    others' options. The command line generates its flags from these fields (``max_batch`` is
+    ``--batch-size``).
     """
 
     device: str | None = field(default=None, metadata={
@@ -92,6 +93,10 @@ class EngineOptions(JsonConfig):
     max_batch: int | None = field(default=None, metadata={
         "help": "most rows decoded together (default: sized from free memory)", "min": 1,
         "flag": "--batch-size", "metavar": "N"})
+    threads: int | None = field(default=None, metadata={
+        "help": "torch threads of the HF engine on a CPU, fixed (default: as many as the "
+                "cores other processes leave, re-checked as it runs; also ZEROGAP_THREADS)",
+        "min": 1, "metavar": "N"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM: GPUs per model replica (tensor parallel)", "min": 1, "metavar": "N"})
     pipeline_parallel_size: int = field(default=1, metadata={

@@ -39,13 +39,17 @@ def default_workers(device: str, backend_exclusive: bool, threads: int | None = 
     if threads is None:
         import torch
 
-        threads = torch.get_num_threads()
+        from zerogap.engine.threads import core_limit
+
+        threads = min(torch.get_num_threads(), core_limit())
     return 2 if threads >= 2 else 1
 
 
 def threads_per_worker(running: int, threads: int) -> int:
     """Torch threads for each of ``running`` items side by side: the caller's ``threads``
-    split evenly (at least one each), so an item left running alone takes them all."""
+    split evenly (at least one each), so an item left running alone takes them all. Each is
+    the ceiling of its item's engine, which uses fewer while other processes hold cores
+    (:mod:`zerogap.engine.threads`)."""
     return max(1, threads // running)
 
 
@@ -172,11 +176,14 @@ class LocalThreads:
             return
         import torch
 
+        from zerogap.engine.threads import core_limit
+
         threads = torch.get_num_threads()
+        budget = min(threads, core_limit())  # the cores a cgroup's CPU quota leaves, at most
         stopping = threading.Event()
 
         def run(item: int, worker: int, running: Callable[[], int]) -> None:
-            slot = _Share(worker, running, threads, stopping)
+            slot = _Share(worker, running, budget, stopping)
             slot.event()
             job(item, slot)
 
@@ -210,10 +217,9 @@ class _Share:
     stopping: threading.Event
 
     def event(self) -> None:
-        import torch
+        from zerogap.engine.threads import share
 
         if self.stopping.is_set():
             raise KeyboardInterrupt
-        share = threads_per_worker(self.running(), self.threads)
-        if torch.get_num_threads() != share:
-            torch.set_num_threads(share)  # the calling thread's own OpenMP count
+        # The calling thread's own OpenMP count, or its running engine's ceiling mid-call.
+        share(threads_per_worker(self.running(), self.threads))
