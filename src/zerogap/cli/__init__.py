@@ -127,12 +127,24 @@ def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[: command + 1], argv[command + 1:]
 
 
+def _fix_threads(threads: int) -> None:
+    """``--threads``: every phase's torch threads (sampling, fine-tunes, neuron location)
+    fixed, as ``ZEROGAP_THREADS`` fixes them, for this process and the ones it starts."""
+    from zerogap.engine.base import EngineOptions
+    from zerogap.engine.threads import ENV
+
+    EngineOptions(threads=threads)  # its declared bounds, in the flag's words
+    os.environ[ENV] = str(threads)
+
+
 def main(argv: list[str] | None = None) -> int:
     own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(own)
     if passed:
         args.passthrough = passed
     try:
+        if getattr(args, "threads", None) is not None:
+            _fix_threads(args.threads)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
         return code

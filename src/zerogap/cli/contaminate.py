@@ -13,6 +13,7 @@ import sys
 import time
 
 from zerogap.cli.flags import add_config_arguments, add_out, add_quiet, given
+from zerogap.engine.base import EngineOptions
 from zerogap.pipelines.contamination import ContaminationConfig
 from zerogap.progress import progress_bars
 
@@ -67,6 +68,7 @@ def register(subparsers) -> None:
                    help="start from a named preset (default: none, the defaults below)")
     add_config_arguments(p, ContaminationConfig, _FLAGS, unset=True)
     add_sweep(p, otherwise="one M_co, --epochs and --copies")
+    add_config_arguments(p, EngineOptions, ("threads",))
     add_quiet(p)
     p.set_defaults(func=_contaminate)
 

@@ -333,12 +333,12 @@ def add_strategy_arguments(parser) -> None:
 
 
 def add_running_arguments(parser, *, batch: bool = True) -> None:
-    """``--device``, ``--batch-size`` (unless not ``batch``), from
+    """``--device``, ``--batch-size`` (unless not ``batch``) and ``--threads``, from
     :class:`~zerogap.engine.base.EngineOptions`, and ``--quiet``."""
     from zerogap.engine.base import EngineOptions
 
-    add_config_arguments(parser, EngineOptions, ("device", "max_batch") if batch else
-                         ("device",))
+    add_config_arguments(parser, EngineOptions, ("device", "max_batch", "threads") if batch
+                         else ("device", "threads"))
     add_quiet(parser)
 
 

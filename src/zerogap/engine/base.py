@@ -94,8 +94,8 @@ class EngineOptions(JsonConfig):
         "help": "most rows decoded together (default: sized from free memory)", "min": 1,
         "flag": "--batch-size", "metavar": "N"})
     threads: int | None = field(default=None, metadata={
-        "help": "torch threads of the HF engine on a CPU, fixed (default: as many as the "
-                "cores other processes leave, re-checked as it runs; also ZEROGAP_THREADS)",
+        "help": "torch threads on a CPU, fixed (default: as many as the cores other processes "
+                "leave, re-checked as the work runs; also ZEROGAP_THREADS)",
         "min": 1, "metavar": "N"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM: GPUs per model replica (tensor parallel)", "min": 1, "metavar": "N"})
