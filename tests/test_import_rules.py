@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md, checked on the package as it is.
+"""The import rules of docs/contributing.md, checked on the package as it is.
 
 Dynamic checks import modules in a fresh interpreter and look at ``sys.modules``; static ones
 read every source file's imports and calls with :mod:`ast`.

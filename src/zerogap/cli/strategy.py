@@ -52,10 +52,17 @@ def _show(args) -> int:
     from zerogap.strategies import get_strategy
 
     strategy = get_strategy(args.name)
-    needs = [what for what, flag in (("greedy decodes", strategy.needs_greedy),
-                                     ("greedy entropies", strategy.needs_entropy)) if flag]
+    needs = [what for what, flag in (
+        ("greedy decodes", strategy.needs_greedy),
+        ("greedy entropies", strategy.needs_entropy),
+        ("a located neuron list and the model it patches from", strategy.needs_neurons),
+    ) if flag]
     print(f"# strategy {args.name}: {_summary(type(strategy))}")
-    print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}")
+    print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}; "
+          f"backend capabilities: {', '.join(strategy.requires) or 'none'}")
+    if strategy.task_setting_records:
+        print(f"# a study sets from its task where not given: "
+              f"{', '.join(strategy.task_setting_records)}")
     print("# settings (--set KEY=VALUE), with this strategy's defaults:")
     defaults = dataclasses.asdict(strategy.config)  # every field (a record may omit defaults)
     for line, key in zip(describe(type(strategy.config)), defaults, strict=True):

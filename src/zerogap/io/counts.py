@@ -36,7 +36,7 @@ import numpy as np
 
 from zerogap.errors import DataError
 from zerogap.io.files import atomic_write, read_text
-from zerogap.io.jsonlines import read_jsonl
+from zerogap.io.jsonlines import parse_jsonl
 
 # Counts go into int64 arrays and binomial draws: a count above this is a broken file, not a run.
 MAX_COUNT = 2**31 - 1
@@ -109,7 +109,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
     text = read_text(path)
     head = text[:64].lstrip()[:1]
     if path.suffix in (".jsonl", ".json", ".ndjson") or (path.suffix != ".csv" and head == "{"):
-        yield from read_jsonl(path)
+        yield from parse_jsonl(text, path)
         return
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
