@@ -13,7 +13,7 @@ the conditions run in turn within each repeat, so that other load on the machine
 alike. Beside every wall the load average at its start is printed; a machine that was not
 quiet makes the figures of that sitting incomparable with another's, not the ratios within it.
 
-Workloads (``bench_peers.py``'s, in ``--dtype``, default bfloat16 as in issue 50): ``W``
+Workloads (``bench_peers.py``'s, in ``--dtype``, default bfloat16): ``W``
 (GSM8K 8-shot CoT, ``--limit`` test questions x m = 16, 128 new tokens) and ``arith`` (the
 2-shot word problems, ``--limit`` x 16 x 48). Before the timed runs each zerogap tree runs each
 workload once untimed at its default and at one thread, so that every timed run finds the
@@ -31,8 +31,8 @@ whose parent died all the same (SIGKILL) ends itself within a fraction of a seco
 Usage::
 
     python bench/bench_contention.py [--workloads W arith] [--limit 10] [--repeat 2]
-        [--conditions idle one all] [--previous f6fe317] [--old-busy]
-        [--gsm8k ../shared/data/gsm8k] [--vllm-python .venv-vllm/bin/python] [--json]
+        [--conditions idle one all] [--previous REV] [--old-busy]
+        [--gsm8k DIR] [--vllm-python .venv-vllm/bin/python] [--json]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from pathlib import Path
 
 from bench_command import export_tree, run_command
 from bench_peers import time_vllm, workload
+from shared_data import GSM8K
 
 ROOT = Path(__file__).resolve().parents[1]
 CORES = len(os.sched_getaffinity(0))
@@ -91,11 +92,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=10, help="test questions per workload")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
-    parser.add_argument("--previous", default="f6fe317", metavar="REV",
-                        help="the tree before threads followed the CPU ('' to skip it)")
+    parser.add_argument("--previous", default="", metavar="REV",
+                        help="a git revision to run beside this tree, idle (e.g. the last one "
+                             "before threads followed the CPU; default: none)")
     parser.add_argument("--old-busy", action="store_true",
                         help="run the previous tree in the busy conditions too (slow)")
-    parser.add_argument("--gsm8k", type=Path, default=ROOT.parent / "shared/data/gsm8k")
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K)
     parser.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python")
     parser.add_argument("--no-vllm", action="store_true")
     parser.add_argument("--json", action="store_true")
