@@ -22,7 +22,7 @@ Workloads:
 Usage::
 
     python bench/bench_command.py [--previous f24be4b] [--repeat 2]
-        [--workloads tiny W arith study-job] [--gsm8k /work/shared/data/gsm8k] [--threads N]
+        [--workloads tiny W arith study-job] [--gsm8k DIR] [--threads N]
         [--json]
 
 ``--threads`` sets ``OMP_NUM_THREADS`` for both sides (on a machine whose cores other jobs
@@ -48,6 +48,8 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from shared_data import GSM8K  # bench/shared_data.py: the data's folder beside the checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +115,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workloads", nargs="+", default=["tiny", "W"],
                         choices=("tiny", "W", "arith", "study-job"))
-    parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K,
+                        help=f"GSM8K release folder (default: $ZEROGAP_GSM8K, else {GSM8K})")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -22,7 +22,7 @@ choice alone can move a run's wall by half. Each repeat runs both ways, alternat
 first; prints each wall time and the per-question/batched ratio.
 
 Usage: ``python bench/bench_encode.py [--questions 96] [-m 12] [--max-new-tokens 48]
-[--max-batch N] [--repeats 2] [--gsm8k /work/shared/data/gsm8k]``
+[--max-batch N] [--repeats 2] [--gsm8k DIR]``
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ Usage (``--quick`` takes a few minutes on 2 cores; the full run about 15 on a qu
 
     python bench/bench_engine.py [--quick] [--json] [--previous 6a1fe2c] [--threads 2]
         [--baseline-questions 2]
-        [--workloads gsm8k arith] [--gsm8k /work/shared/data/gsm8k] [--questions 10] [-m 16]
+        [--workloads gsm8k arith] [--gsm8k DIR] [--questions 10] [-m 16]
         [--dtype float32|bfloat16|auto] [--skip-generate] [--repeat 2] [--decode-only ROWS]
         [--cpu-clock] [--device cpu|cuda] [--model embedded|FOLDER] [--previous-cascade REV]
 
@@ -69,6 +69,7 @@ from pathlib import Path
 
 import torch
 
+from shared_data import GSM8K  # bench/shared_data.py: the data's folder beside the checkout
 from zerogap.engine import attention, hf, noise, sample
 from zerogap.models import load_model
 
@@ -401,7 +402,8 @@ def report(name: str, r: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K,
+                        help=f"GSM8K release folder (default: $ZEROGAP_GSM8K, else {GSM8K})")
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"))

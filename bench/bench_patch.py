@@ -17,7 +17,7 @@ both ways, alternating which goes first; prints each wall time, the dense/cascad
 repeat and the samples' agreement.
 
 Usage: ``python bench/bench_patch.py [--questions 8] [-m 12] [--max-new-tokens 48]
-[--repeats 2] [--gsm8k /work/shared/data/gsm8k]``
+[--repeats 2] [--gsm8k DIR]``
 """
 
 from __future__ import annotations

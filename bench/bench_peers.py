@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared_data import GSM8K  # bench/shared_data.py: the data's folder beside the checkout
+
 ROOT = Path(__file__).resolve().parents[1]
 LMEVAL_VERSION = "0.4.13"
 # Every peer reads local files only; without these the hub clients retry unreachable hosts.
@@ -177,7 +179,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", default=["W", "arith"], choices=("W", "arith"))
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--gsm8k", type=Path, default=Path("/work/shared/data/gsm8k"))
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K,
+                        help=f"GSM8K release folder (default: $ZEROGAP_GSM8K, else {GSM8K})")
     parser.add_argument("--vllm-python", type=Path, default=ROOT / ".venv-vllm/bin/python")
     parser.add_argument("--lmeval-python", type=Path, default=Path(sys.executable))
     parser.add_argument("--questions", type=int, default=10,

@@ -2,7 +2,8 @@
 
 Part 1 (no engine): time per step of ``railcap_apply`` for 256 rows, vocabulary 49,152,
 trajectories of 512 tokens, n = 4, in both modes, next to a plain ``topk(2)`` over the same logits
-(the floor any cap needs), with about a quarter of the rows on their trajectory.
+(the floor any cap needs), with about a quarter of the rows on their trajectory; and the cap
+with the answer slot exempt (``protect="answer"``: each step's check for an answer marker).
 
 Part 2 (engine): tokens/s of ``zerogap.engine.sample`` on the embedded SmolLM2 model, the same
 prompts, seed and budget, Identity vs RailCap, interleaved repeats; prints the ratio
@@ -18,7 +19,7 @@ import time
 
 import torch
 
-from zerogap.decoding.railcap import railcap_apply, recent_tokens
+from zerogap.decoding.railcap import ends_with_marker, pad_markers, railcap_apply, recent_tokens
 
 
 def time_per_call(fn, repeats: int) -> float:
@@ -54,6 +55,19 @@ def bench_core(rows=256, vocab=49_152, length=512, n=4, repeats=20) -> None:
         clone = time_per_call(logits.clone, repeats)
         ms = (t - clone) * 1e3
         print(f"  railcap_apply ({mode})     {ms:8.2f} ms/step (logits copy excluded)")
+    # protect="answer": whether each row's tokens end with a marker (8 forms, as
+    # answer_marker_ids gives for ANSWER_MARKERS), then the masked cap.
+    markers = pad_markers([[504 + i, 2988, 314] for i in range(4)] + [[2988 + i, 314]
+                                                                    for i in range(4)])
+    t = time_per_call(
+        lambda: railcap_apply(
+            logits.clone(), recent_tokens(tokens, lengths, n), trajectory, traj_len,
+            rows=question, protected=ends_with_marker(tokens, lengths, markers),
+        ),
+        repeats,
+    )
+    ms = (t - time_per_call(logits.clone, repeats)) * 1e3
+    print(f"  railcap_apply (cap, protect=answer) {ms:8.2f} ms/step (marker check included)")
     _, on, hit = railcap_apply(logits.clone(), recent, trajectory, traj_len, rows=question)
     print(f"  rows on trajectory: {int(on.sum())}/{rows}, capped: {int(hit.sum())}")
 

@@ -13,7 +13,7 @@ largest relative difference between the two losses (float rounding only, by cons
 Usage::
 
     python bench/bench_training.py [--preset laptop] [--batches 8] [--repeat 2]
-        [--micro-batch 4] [--gsm8k /work/shared/data/gsm8k] [--json]
+        [--micro-batch 4] [--gsm8k DIR] [--json]
 
 ``--gsm8k`` measures the paper's format instead (8-shot GSM8K prompts, the default
 ``zerogap contaminate`` config on the preset's model), where the shared shots are a larger part

@@ -1,7 +1,7 @@
 """Calibration of zerogap's uncertainty over simulated studies, as tables (docs/uncertainty.md).
 
 Prints, over seeded replicates of benchmarks shaped like real ones (25% of questions never
-solved, 15% always, the rest Beta(0.7, 0.7); see zerogap.calibration):
+solved, 15% always, the rest Beta(0.7, 0.7); see zerogap.uncertainty.calibration):
 
 1. the paired test's false-positive rate when two strategies are equal in distribution, per
    metric and (N, m, B), with its 95% Wilson interval and the share of untestable replicates;
@@ -18,7 +18,7 @@ solved, 15% always, the rest Beta(0.7, 0.7); see zerogap.calibration):
 
 import argparse
 
-from zerogap import calibration as cal
+from zerogap.uncertainty import calibration as cal
 
 PAIRED = [(12, 6, 50, 0.0), (40, 8, 5, 0.0), (100, 10, 10, 0.3), (200, 1, 5, 0.0),
           (400, 50, 50, 0.2), (1319, 50, 50, 0.2)]

@@ -1,4 +1,4 @@
-"""Generate the small example runs that ``make demo`` scores (counts only, no real model).
+"""Generate the example counts files that the README and examples/README.md score (no model).
 
 A synthetic benchmark of 300 questions, m = 50 samples each. The clean model's solve
 probabilities pile up near 0, as for a weak clean model on GSM8K; half the questions are

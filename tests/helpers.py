@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import tomllib
 from pathlib import Path
 
 from zerogap.tasks.base import Grade, Question, register_task, task_names
@@ -123,6 +124,20 @@ def sample_args(model_dir, run_dir, *extra) -> list[str]:
             "--task-option", "stop=Q:", *extra]
 
 
+def refused(capsys, argv, *fragments) -> str:
+    """Run the CLI in process: it must exit 2 with one line on stderr (no traceback) holding
+    every fragment; returns that line."""
+    from zerogap import cli
+
+    code = cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("zerogap ") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert str(fragment) in err, err
+    return err
+
+
 def stored_samples(run_dir) -> list[tuple]:
     """Every stored sample of ``run_dir``'s store, in (question, sample) order."""
     from zerogap.store import DB_NAME
@@ -157,3 +172,19 @@ def tree_digest(folder: Path) -> dict[str, str]:
     byte."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def install_example(example: Path, site: Path) -> None:
+    """What ``pip install example`` leaves in ``site`` for entry points (a plugin under
+    ``examples/``): the module and a dist-info with METADATA and entry_points.txt, both from
+    the example's own files; no network."""
+    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
+    for module in example.glob("*.py"):
+        (site / module.name).write_text(module.read_text())
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
+             for group, entries in project["entry-points"].items()]
+    (info / "entry_points.txt").write_text("\n".join(lines))

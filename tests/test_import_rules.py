@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md, checked on the package as it is.
+"""The import rules of docs/contributing.md, checked on the package as it is.
 
 Dynamic checks import modules in a fresh interpreter and look at ``sys.modules``; static ones
 read every source file's imports and calls with :mod:`ast`.
@@ -18,10 +18,12 @@ PACKAGE = SRC / "zerogap"
 CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.analysis.sensitivity",
         "zerogap.analysis.report", "zerogap.analysis.folder", "zerogap.analysis.findings",
         "zerogap.analysis.design", "zerogap.analysis.tables", "zerogap.study.spec",
-        "zerogap.solve_prior", "zerogap.calibration", "zerogap.readout", "zerogap.io",
-        "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines", "zerogap.io.lmeval",
-        "zerogap.metrics", "zerogap.student_t",
-        "zerogap.uncertainty", "zerogap.config", "zerogap.registry", "zerogap.errors",
+        "zerogap.uncertainty.solve_prior", "zerogap.uncertainty.calibration", "zerogap.readout",
+        "zerogap.io", "zerogap.io.counts", "zerogap.io.files", "zerogap.io.jsonlines",
+        "zerogap.io.lmeval", "zerogap.metrics", "zerogap.uncertainty.student_t",
+        "zerogap.uncertainty", "zerogap.uncertainty.intervals", "zerogap.uncertainty.paired",
+        "zerogap.uncertainty.floor", "zerogap.uncertainty.verdicts", "zerogap.config",
+        "zerogap.registry", "zerogap.errors",
         "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
         "zerogap.cli.lmeval", "zerogap.engine.base")
 MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")

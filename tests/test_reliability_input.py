@@ -23,6 +23,7 @@ from zerogap.tasks.extract import parse_gold
 
 sys.path.insert(0, str(Path(__file__).parent))
 import helpers  # noqa: E402  (the tiny Llama folder and its byte tokenizer)
+from helpers import refused, sample_args  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,36 +31,15 @@ CLEAN = str(Path(__file__).resolve().parents[1] / "examples" / "clean.jsonl")
 BINARY = b'{"id": "q0"}\n\x00\x01 caf\xe9\n'  # line 2 is Latin-1, not UTF-8
 
 
-def refused(capsys, argv, *fragments):
-    """Run the CLI in process; it must exit 2 with one stderr line holding every fragment."""
-    code = cli.main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("zerogap ") and "Traceback" not in err, err
-    for fragment in fragments:
-        assert str(fragment) in err, err
-    return err
-
-
-def sample_args(model, run_dir, *extra):
-    return ["sample", "--model", model, "--task", "arith", "--limit", "1", "-m", "2",
-            "--max-new-tokens", "4", "--out", run_dir, "--quiet", *extra]
-
-
 @pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    return helpers.save_tiny(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
-def adapter_folder(tmp_path_factory, tiny_folder):
+def adapter_folder(tmp_path_factory, tiny_dir):
     """A real LoRA adapter whose adapter_config.json names the tiny folder as its base."""
     from peft import LoraConfig, get_peft_model
 
     folder = tmp_path_factory.mktemp("adapter")
     adapter = get_peft_model(helpers.tiny_model(), LoraConfig(r=2, target_modules=["q_proj"]))
     adapter.save_pretrained(folder)
-    _edit_json(folder / "adapter_config.json", base_model_name_or_path=str(tiny_folder))
+    _edit_json(folder / "adapter_config.json", base_model_name_or_path=str(tiny_dir))
     return folder
 
 
@@ -93,9 +73,9 @@ class EvilModel(PreTrainedModel):
 """
 
 
-def _evil_folder(root: Path, tiny_folder: Path, model_type: str) -> tuple[Path, Path]:
+def _evil_folder(root: Path, tiny_dir: Path, model_type: str) -> tuple[Path, Path]:
     """A model folder whose config maps its classes to evil.py, which writes a marker file."""
-    folder, marker = _copy(tiny_folder, root / f"evil-{model_type}"), root / "marker"
+    folder, marker = _copy(tiny_dir, root / f"evil-{model_type}"), root / "marker"
     (folder / "evil.py").write_text(EVIL.format(marker=str(marker)))
     _edit_json(folder / "config.json", model_type=model_type, auto_map={
         "AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
@@ -104,8 +84,8 @@ def _evil_folder(root: Path, tiny_folder: Path, model_type: str) -> tuple[Path, 
 
 @pytest.mark.parametrize("model_type", ["zerogap-evil", "llama"])
 def test_a_folder_with_custom_code_is_refused_and_its_code_never_runs(
-        tmp_path, tiny_folder, capsys, monkeypatch, model_type):
-    folder, marker = _evil_folder(tmp_path, tiny_folder, model_type)
+        tmp_path, tiny_dir, capsys, monkeypatch, model_type):
+    folder, marker = _evil_folder(tmp_path, tiny_dir, model_type)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 10))  # transformers used to ask
     run_dir = tmp_path / "run"
     refused(capsys, sample_args(folder, run_dir), folder / "config.json",
@@ -113,14 +93,14 @@ def test_a_folder_with_custom_code_is_refused_and_its_code_never_runs(
     assert not marker.exists() and not run_dir.exists()
 
 
-def test_transformers_itself_is_told_never_to_run_a_folders_code(tmp_path, tiny_folder,
+def test_transformers_itself_is_told_never_to_run_a_folders_code(tmp_path, tiny_dir,
                                                                   monkeypatch):
     # Past zerogap's own check, straight into the loader: "y" on stdin must not matter either.
     import torch
 
     from zerogap.models import _load_folder
 
-    folder, marker = _evil_folder(tmp_path, tiny_folder, "zerogap-evil")
+    folder, marker = _evil_folder(tmp_path, tiny_dir, "zerogap-evil")
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 10))
     with pytest.raises(ValueError, match="trust_remote_code"):
         _load_folder(folder, torch.float32)
@@ -137,8 +117,8 @@ class _Payload:
         return open, (self.marker, "w")
 
 
-def test_pickled_weights_are_refused_naming_the_file(tmp_path, tiny_folder, capsys):
-    folder = _copy(tiny_folder, tmp_path / "pickled")
+def test_pickled_weights_are_refused_naming_the_file(tmp_path, tiny_dir, capsys):
+    folder = _copy(tiny_dir, tmp_path / "pickled")
     (folder / "model.safetensors").unlink()
     marker = tmp_path / "unpickled"
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
@@ -190,8 +170,8 @@ def refused_writing_nothing(capsys, tmp_path, spec, message):
 @pytest.mark.parametrize("case, source, names, content, message", EDITED,
                          ids=[case[0] for case in EDITED])
 def test_a_broken_model_folder_is_one_line_and_writes_nothing(
-        case, source, names, content, message, tmp_path, tiny_folder, adapter_folder, capsys):
-    folder = _copy(tiny_folder if source == "tiny" else adapter_folder, tmp_path / case)
+        case, source, names, content, message, tmp_path, tiny_dir, adapter_folder, capsys):
+    folder = _copy(tiny_dir if source == "tiny" else adapter_folder, tmp_path / case)
     for name in names:
         if content is None:
             (folder / name).unlink()
@@ -241,7 +221,7 @@ def test_a_mistyped_local_path_is_not_sent_to_the_hub(tmp_path, capsys, monkeypa
     refused(capsys, sample_args("./modle", tmp_path / "run"), "model path ./modle does not exist")
 
 
-def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_folder, capsys,
+def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_dir, capsys,
                                                        monkeypatch):
     import zerogap.models
 
@@ -252,7 +232,7 @@ def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_folder, ca
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     out = tmp_path / "neurons.json"
-    refused(capsys, ["neurons", "--base", tiny_folder, "--contaminated", tiny_folder,
+    refused(capsys, ["neurons", "--base", tiny_dir, "--contaminated", tiny_dir,
                      "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked-ids",
                      leaked, "--out", out], f"model path {tmp_path / 'missing'} does not exist")
     assert not out.exists()
@@ -260,20 +240,20 @@ def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_folder, ca
 
 # -- defect 7: devices, sizes, folders given for files -------------------------------------------
 
-def test_an_unknown_device_is_one_line(tmp_path, tiny_folder, capsys):
+def test_an_unknown_device_is_one_line(tmp_path, tiny_dir, capsys):
     run_dir = tmp_path / "run"
-    refused(capsys, sample_args(tiny_folder, run_dir, "--device", "bogus"),
+    refused(capsys, sample_args(tiny_dir, run_dir, "--device", "bogus"),
             "--device 'bogus' is not a torch device")
     assert not run_dir.exists()
 
 
-def test_cuda_without_cuda_is_one_line(tmp_path, tiny_folder, capsys):
+def test_cuda_without_cuda_is_one_line(tmp_path, tiny_dir, capsys):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     run_dir = tmp_path / "run"
-    refused(capsys, sample_args(tiny_folder, run_dir, "--device", "cuda"),
+    refused(capsys, sample_args(tiny_dir, run_dir, "--device", "cuda"),
             "--device cuda: no cuda device is available here")
     assert not run_dir.exists()
 
@@ -291,11 +271,11 @@ def test_counts_past_int64_are_refused_naming_the_line(tmp_path, capsys, line):
 
 def test_a_billion_strata_are_refused_before_any_work(capsys, tmp_path):
     refused(capsys, ["score", "--clean", CLEAN, "--mitigated", f"r={CLEAN}", "--bins",
-                     "1000000000"], "--bins must be an integer >= 1 and <= 10000, got 1000000000")
+                     "1000000000"], "--bins must be at most 10000, got 1000000000")
     out = tmp_path / "out"
     refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
                      "arith", "--bins", "1000000000", "--out", out],
-            "bins must be an integer >= 1 and <= 10000")
+            "--bins must be at most 10000, got 1000000000")
     assert not out.exists()
 
 
@@ -309,6 +289,11 @@ def test_a_limit_the_split_cannot_fill_half_and_half_is_refused(capsys, tmp_path
     refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
                      "arith", "--split-file", split, "--limit", "8", "--out", out],
             "limit 8 needs 4 leaked and 4 unleaked questions", "has 2 and 10")
+    assert not out.exists()
+    # --limit takes 1 as everywhere; with a split file it would keep no unleaked question
+    refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
+                     "arith", "--split-file", split, "--limit", "1", "--out", out],
+            "limit 1 with a split file keeps no unleaked question; give at least 2")
     assert not out.exists()
     refused(capsys, ["demo", "--out", out, "--questions", "1000"],
             "--questions 1000: the demo's split holds at most 128 questions")
@@ -400,11 +385,11 @@ def test_text_quoted_from_a_file_cannot_break_the_one_line(tmp_path, capsys):
 # -- defect 9: extreme values --------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e-45", "0.001", "11"])
-def test_temperatures_outside_the_documented_range_are_refused(tmp_path, tiny_folder, capsys,
+def test_temperatures_outside_the_documented_range_are_refused(tmp_path, tiny_dir, capsys,
                                                                 value):
     run_dir = tmp_path / "run"
-    refused(capsys, sample_args(tiny_folder, run_dir, "-T", value),
-            "SamplingSpec.temperature must be a number >= 0.01 and <= 10.0")
+    refused(capsys, sample_args(tiny_dir, run_dir, "-T", value),
+            "-T must be ")
     assert not run_dir.exists()
 
 
@@ -419,7 +404,7 @@ def test_a_legal_but_unlikely_temperature_is_warned_about(tmp_path, capsys):
 def test_a_study_refuses_a_temperature_the_runs_would_refuse(tmp_path, capsys):
     refused(capsys, ["evaluate", "--clean", "embedded", "--contaminated", "embedded", "--task",
                      "arith", "-T", "20", "--out", tmp_path / "out"],
-            "temperature must be a number >= 0.01 and <= 10.0, got 20.0")
+            "-T must be at most 10.0, got 20.0")
     assert not (tmp_path / "out").exists()
 
 

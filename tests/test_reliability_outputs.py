@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import helpers  # the tiny Llama folder and its byte tokenizer (tests/helpers.py)
+from helpers import refused  # tests/helpers.py
 from zerogap import cli
 from zerogap.store import DB_NAME, RunStore, SampleRow
 from zerogap.tasks.extract import extract_anchor, grade_response
@@ -23,21 +23,6 @@ from zerogap.tasks.extract import extract_anchor, grade_response
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CLEAN = Path(__file__).resolve().parents[1] / "examples" / "clean.jsonl"
-
-
-def refused(capsys, argv, *fragments) -> str:
-    code = cli.main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("zerogap ") and "Traceback" not in err, err
-    for fragment in fragments:
-        assert str(fragment) in err, err
-    return err
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    return helpers.save_tiny(tmp_path_factory.mktemp("tiny"))
 
 
 def _harness_log(path: Path) -> Path:
@@ -123,7 +108,7 @@ def test_demo_refuses_zero_questions_and_samples_instead_of_using_the_defaults(
                         lambda *a, **k: pytest.fail("the demo started work on --questions 0"))
     out = tmp_path / "demo"
     refused(capsys, ["demo", "--out", out, "--questions", "0", "-m", "0"],
-            "at least 2, got 0 and 0")
+            "--questions must be at least 2, got 0")
     assert not out.exists()
 
 
@@ -211,23 +196,23 @@ def test_setting_names_that_share_a_folder_name_are_refused(tmp_path, capsys):
 
 # -- errors found only after work ----------------------------------------------------------------
 
-def test_neurons_refuses_a_zero_token_limit_before_any_model_loads(tmp_path, tiny_folder, capsys):
+def test_neurons_refuses_a_zero_token_limit_before_any_model_loads(tmp_path, tiny_dir, capsys):
     """The models' weights are cut short: had one loaded, that would be the error."""
-    broken = Path(shutil.copytree(tiny_folder, tmp_path / "broken"))
+    broken = Path(shutil.copytree(tiny_dir, tmp_path / "broken"))
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
     refused(capsys, ["neurons", "--base", broken, "--contaminated", broken, "--uncontaminated",
                      broken, "--task", "arith", "--leaked-ids", leaked, "--max-new-tokens", "0",
-                     "--out", tmp_path / "n.json"], "max_new_tokens must be an integer >= 1")
+                     "--out", tmp_path / "n.json"], "--max-new-tokens must be at least 1, got 0")
     assert not (tmp_path / "n.json").exists()
 
 
-def test_contaminate_refuses_a_missing_target_module_before_writing(tmp_path, tiny_folder,
+def test_contaminate_refuses_a_missing_target_module_before_writing(tmp_path, tiny_dir,
                                                                       capsys):
     out = tmp_path / "out"
-    refused(capsys, ["contaminate", "--model", tiny_folder, "--task", "arith", "--task-option",
+    refused(capsys, ["contaminate", "--model", tiny_dir, "--task", "arith", "--task-option",
                      "n_test=8", "--task-option", "n_train=20", "--train-questions", "4",
                      "--target-modules", "q_proj,nope_proj", "--out", out, "--quiet"],
             "--target-modules q_proj,nope_proj", "nope_proj", "its linear layers: ")

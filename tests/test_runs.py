@@ -167,13 +167,14 @@ def test_embedded_model_loads_from_its_cache(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-m", "0"], "SamplingSpec.m must be an integer >= 1 and <= 65536, got 0"),
-        (["-T", "0"], "SamplingSpec.temperature must be a number >= 0.01 and <= 10.0, got 0.0"),
-        (["--top-p", "1.5"], "SamplingSpec.top_p must be a number > 0 and <= 1, got 1.5"),
-        (["--batch-size", "0"], "--batch-size must be an integer >= 1, got 0"),
+        (["-m", "0"], "-m must be at least 1, got 0"),
+        (["-T", "0"], "-T must be at least 0.01, got 0.0"),
+        (["--top-p", "1.5"], "--top-p must be at most 1, got 1.5"),
+        (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["--task-option", "path=x"], "task toy-arith has no option 'path'; known: n, stop"),
-        (["--task-option", "n=two"], "task toy-arith: n must be an integer, got 'two'"),
-        (["--strategy", "railcap", "--set", "mode=clip"], "mode must be one of 'cap', 'ban'"),
+        (["--task-option", "n=two"], "--task-option n: must be an integer, got 'two'"),
+        (["--strategy", "railcap", "--set", "mode=clip"],
+         "--set mode: must be one of 'cap', 'ban'"),
     ],
 )
 def test_bad_settings_are_refused_before_the_model_loads(tmp_path, capsys, extra, message):
@@ -285,26 +286,34 @@ def test_a_run_stored_before_dtypes_were_recorded_resumes_in_float32(tiny_dir, t
 
 
 def test_a_railcap_sample_checks_its_run_once(tiny_dir, tmp_path, monkeypatch):
-    """``zerogap sample --strategy railcap`` builds the strategy once and checks the first prompt
-    against the context once (before the store exists), though the run also decodes greedily."""
+    """``zerogap sample --strategy railcap`` builds the strategy once, checks the engine options
+    once and the first prompt against the context once (before the store exists), though the
+    run also decodes greedily; its two passes are two labelled progress stages."""
     import zerogap.runs
+    from zerogap import progress
 
-    calls = {"build": 0, "prompt": 0}
-    build, check = zerogap.runs.build_strategy, zerogap.runs.check_first_prompt
+    calls = {"build": 0, "engine": 0, "fits": 0}
 
-    def counting_build(*args, **kw):
-        calls["build"] += 1
-        return build(*args, **kw)
+    def counting(key, function):
+        def count(*args, **kw):
+            calls[key] += 1
+            return function(*args, **kw)
+        return count
 
-    def counting_check(*args, **kw):
-        calls["prompt"] += 1
-        return check(*args, **kw)
-
-    monkeypatch.setattr(zerogap.runs, "build_strategy", counting_build)
-    monkeypatch.setattr(zerogap.runs, "check_first_prompt", counting_check)
+    monkeypatch.setattr(zerogap.runs, "build_strategy",
+                        counting("build", zerogap.runs.build_strategy))
+    monkeypatch.setattr(zerogap.runs, "check_engine", counting("engine", zerogap.runs.check_engine))
+    monkeypatch.setattr(zerogap.runs.LoadedEngine, "check_fits",
+                        counting("fits", zerogap.runs.LoadedEngine.check_fits))
+    stages = []
+    monkeypatch.setattr(progress.Bars, "__call__", lambda self, event: stages.append(event.stage))
     run_dir = tmp_path / "run"
-    assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2", "--strategy", "railcap")) == 0
-    assert calls == {"build": 1, "prompt": 1}
+    argv = [a for a in sample_args(tiny_dir, run_dir, "--limit", "2", "--strategy", "railcap")
+            if a != "--quiet"]
+    assert run_main(argv) == 0
+    assert calls == {"build": 1, "engine": 1, "fits": 1}
+    assert list(dict.fromkeys(stages)) == ["greedy decodes for railcap's trajectories",
+                                           "railcap samples"]
     assert len(stored_samples(run_dir)) == 12
     with zerogap.runs.RunStore(run_dir, create=False) as store:
         assert len(store.completed_greedy()) == 2  # RailCap's greedy decodes, made by the run

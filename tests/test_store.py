@@ -40,8 +40,8 @@ def test_samples_counts_and_exports(tmp_path):
         store.add_greedy([GreedyRow("q-a", [5, 6], "x", "stop", None, False, [0.5, 0.25])])
         assert store.completed_questions() == {"q-a", "q-b"}
         assert run_counts(store) == [
-            {"id": "q-b", "correct": 2, "samples": 3, "first": 1},
-            {"id": "q-a", "correct": 0, "samples": 3, "first": 0},
+            {"id": "q-b", "correct": 2, "samples": 3, "first": 1, "truncated": 0},
+            {"id": "q-a", "correct": 0, "samples": 3, "first": 0, "truncated": 0},
         ]
         assert store.greedy()["q-a"].entropies == [0.5, 0.25]
         write_counts(tmp_path / "c.jsonl", *([c[k] for c in run_counts(store)]
@@ -59,6 +59,19 @@ def test_samples_counts_and_exports(tmp_path):
     assert table.column("correct").to_pylist() == [True, False, True, False, False, False]
 
 
+def test_truncation_counts_the_responses_cut_at_the_token_limit(tmp_path):
+    with RunStore(tmp_path) as store:
+        assert store.truncation() == (0, 0) and store.truncation("greedy") == (0, 0)
+        store.add_samples([SampleRow("q", i, "t", 4, finish, None, False, {})
+                           for i, finish in enumerate(("length", "eos", "stop", "length"))])
+        store.add_greedy([GreedyRow("q", [5], "x", "length", None, False, None),
+                          GreedyRow("r", [5], "x", "eos", None, False, None)])
+        assert store.truncation("samples") == (2, 4) and store.truncation("greedy") == (1, 2)
+        assert run_counts(store)[0]["truncated"] == 2
+        with pytest.raises(ValueError, match="samples or greedy"):
+            store.truncation("config")
+
+
 def test_a_failed_batch_leaves_nothing(tmp_path):
     with RunStore(tmp_path) as store:
         store.add_samples(_rows("q", [1, 1]))
@@ -67,7 +80,8 @@ def test_a_failed_batch_leaves_nothing(tmp_path):
             store.add_samples(_rows("r", [1]) + _rows("q", [1]))
         assert store.completed_questions() == {"q"}
     with RunStore(tmp_path) as store:  # reopening finds the same content, mode WAL
-        assert run_counts(store) == [{"id": "q", "correct": 2, "samples": 2, "first": 1}]
+        assert run_counts(store) == [{"id": "q", "correct": 2, "samples": 2, "first": 1,
+                                      "truncated": 0}]
         assert store._con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 

@@ -46,11 +46,11 @@ def test_registry_holds_the_papers_strategies():
 def test_parse_overrides_types_and_errors():
     assert parse_overrides("railcap", ["n=2", "mode=ban"]) == {"n": 2, "mode": "ban"}
     assert parse_overrides("ted", ["dedup=No"]) == {"dedup": False}
-    with pytest.raises(UserError, match="strategy railcap: n must be an integer, got 'four'"):
+    with pytest.raises(UserError, match="--set n: must be an integer, got 'four'"):
         parse_overrides("railcap", ["n=four"])
     with pytest.raises(UserError, match="has no option 'tau'; known: mode, n"):
         parse_overrides("railcap", ["tau=1"])
-    with pytest.raises(UserError, match="railcap: mode must be one of 'cap', 'ban', got 'clip'"):
+    with pytest.raises(UserError, match="--set mode: must be one of 'cap', 'ban', got 'clip'"):
         parse_overrides("railcap", ["mode=clip"])
     with pytest.raises(ValueError, match="expects KEY=VALUE"):
         parse_overrides("railcap", ["n"])
@@ -147,9 +147,17 @@ def test_every_strategy_declares_a_readout_that_older_stores_imply():
 
 def test_a_strategy_the_backend_cannot_run_is_refused_up_front():
     from zerogap.engine.base import Capabilities
-    from zerogap.runs import build_strategy
+    from zerogap.runs import build_strategy, check_strategy
+    from zerogap.strategies import strategy_class
 
     no_logits = Capabilities(logits=False, patching=True, entropies=True)
-    with pytest.raises(UserError, match="strategy lne-blocking needs logits support"):
-        build_strategy("lne-blocking", {}, no_logits)
-    assert build_strategy("ted", {}, no_logits).readout == "ted-kept"
+    with pytest.raises(UserError, match="strategy lne-blocking needs logits support, which "
+                                        "the toy backend lacks"):
+        check_strategy(get_strategy("lne-blocking"), no_logits, "toy")
+    with pytest.raises(UserError, match="strategy railcap-ban needs logits support"):
+        check_strategy(strategy_class("railcap-ban"), no_logits, "toy", "railcap-ban")
+    check_strategy(get_strategy("ted"), no_logits, "toy")  # plain sampling: runs anywhere
+    with pytest.raises(UserError, match="strategy shortcut needs patching support, which the "
+                                        "vllm backend lacks"):
+        build_strategy("shortcut", {}, "vllm")  # vLLM's class declares it: nothing starts
+    assert build_strategy("ted", {}, "vllm").readout == "ted-kept"

@@ -6,8 +6,9 @@ import torch
 
 from zerogap.decoding.blocking import entropy
 from zerogap.decoding.shortcut import NeuronPatch
+from zerogap.decoding.specs import answer_marker_ids
 from zerogap.engine import greedy, sample
-from zerogap.engine.base import SamplingSpec
+from zerogap.engine.base import LogitsEdit, SamplingSpec
 from zerogap.engine.hf import HFBackend
 from zerogap.io.neurons import save_neurons
 from zerogap.models import LoadedModel, weight_fingerprint
@@ -17,6 +18,7 @@ from zerogap.runs import run_sample
 from zerogap.store import GreedyRow, RunStore
 from zerogap.strategies import PrepareContext, get_strategy
 from zerogap.tasks.base import Grade, Question, Task
+from zerogap.tasks.extract import ANSWER_MARKERS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -121,6 +123,59 @@ def test_railcap_pulls_samples_off_the_memorised_trajectory(memorised):
     assert all(set(s) == {"interventions", "steps_on_trajectory"} for s in stats)
     assert sum(s["interventions"] for s in stats) > 0
     assert all(s["interventions"] <= s["steps_on_trajectory"] for s in stats)
+
+
+class RecordingEdit(LogitsEdit):
+    """A logits edit that records every step of the hook it wraps: the rows' generated tokens
+    and whether the hook changed their logits."""
+
+    def __init__(self, edit):
+        self.edit, self.steps = edit, []
+
+    def torch_hook(self, *, samples_per_question, device):
+        hook = self.edit.torch_hook(samples_per_question=samples_per_question, device=device)
+
+        def call(logits, tokens, lengths, question, sample):
+            before = logits.clone()
+            after = hook(logits, tokens, lengths, question, sample)
+            self.steps += [(tokens[r, : lengths[r]].tolist(), bool((after[r] != before[r]).any()))
+                           for r in range(logits.shape[0])]
+            return after
+
+        call.sample_stats = hook.sample_stats
+        return call
+
+
+def railcap_steps(model, tok, decodes, protect, markers):
+    """(tokens so far, whether RailCap (n = 2) changed the logits) for every row and step of an
+    engine run at a low temperature, and whether the tokens hold one of ``markers``."""
+    strategy = get_strategy("railcap", {"protect": protect, "n": 2})
+    hooks = strategy.prepare(PrepareContext(m=8, greedy_source=lambda: decodes,
+                                            answer_markers=lambda: markers))
+    edit = RecordingEdit(hooks.logits)
+    HFBackend(model, tok).sample(PROMPTS, SamplingSpec(m=8, temperature=0.1, max_new_tokens=24,
+                                                       seed=0),
+                                 question_ids=IDS, intervention=edit)
+    return [(any(tokens[i : i + len(m)] == list(m) for m in markers
+                 for i in range(len(tokens) - len(m) + 1)), changed)
+            for tokens, changed in edit.steps]
+
+
+def test_railcap_protecting_the_answer_never_caps_after_the_marker(memorised):
+    model, tok, decodes = memorised
+    # The task's marker: protected samples are still capped before it.
+    steps = railcap_steps(model, tok, decodes, "answer", answer_marker_ids(tok, ANSWER_MARKERS))
+    assert any(changed for seen, changed in steps if not seen)
+    assert not any(changed for seen, changed in steps if seen)
+    # A marker every sample writes first (its answer's first two tokens, which the model
+    # memorised and RailCap at n = 2 cannot cap yet): Algorithm 1 caps the step right after it
+    # on every sample still on its trajectory, the option never caps there.
+    first = tuple({tuple(d.token_ids[:2]) for d in decodes})
+    plain = railcap_steps(model, tok, decodes, "none", first)
+    protected = railcap_steps(model, tok, decodes, "answer", first)
+    assert sum(changed for seen, changed in plain if seen) >= len(PROMPTS) * 8 // 2
+    assert sum(seen for seen, _ in protected) >= len(PROMPTS) * 8 // 2
+    assert not any(changed for _, changed in protected)
 
 
 @torch.no_grad()
@@ -255,7 +310,7 @@ def test_run_sample_stores_stats_reuses_greedy_and_reads_out(memorised, tmp_path
     zero_store = RunStore(tmp_path / "zero")
     run("all-zero", loaded, zero_store, shared)
     assert run_counts(zero_store) == [
-        {"id": q.id, "correct": 0, "samples": 4, "first": 0} for q in qs
+        {"id": q.id, "correct": 0, "samples": 4, "first": 0, "truncated": 0} for q in qs
     ]
     with pytest.raises(ValueError, match="strategy railcap has no option 'temperature'"):
         run("railcap", loaded, RunStore(tmp_path / "t"), shared, temperature=1.0)
@@ -278,18 +333,21 @@ def test_ted_filters_an_identity_run_into_the_run_ted_would_sample(memorised, tm
     from zerogap.errors import UserError
     from zerogap.runs import run_filter
 
+    ted = get_strategy("ted")
+
     model, tok, _ = memorised
     loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
     greedy_store = RunStore(tmp_path / "greedy")
     plain, own, filtered = (RunStore(tmp_path / n) for n in ("identity", "ted", "filtered"))
     run("identity", loaded, plain, greedy_store)
     run("ted", loaded, own, greedy_store)
-    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 4
-    assert run_filter(plain, filtered, greedy_store, tok, strategy="ted") == 0  # resumes
+    assert run_filter(plain, filtered, greedy_store, tok, strategy=ted) == 4
+    assert run_filter(plain, filtered, greedy_store, tok, strategy=ted) == 0  # resumes
     assert list(filtered.samples()) == list(own.samples())
     assert run_counts(filtered) == run_counts(own)
     assert filtered.config()["samples_of"] == "identity"
     with pytest.raises(UserError, match="changes the decoding"):
-        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok, strategy="railcap")
+        run_filter(plain, RunStore(tmp_path / "x"), greedy_store, tok,
+                   strategy=get_strategy("railcap"))
     with pytest.raises(UserError, match="not plain"):
-        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy="ted")
+        run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy=ted)

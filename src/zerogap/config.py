@@ -3,8 +3,9 @@ conversion of command-line strings by each field's declared type.
 
 A config is a frozen dataclass with :class:`JsonConfig` mixed in. Each field declares its type
 (``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, optionals, tuples) and, in its
-metadata, its help text and bounds (``min``, ``gt``, ``max``); :func:`check_fields` enforces
-them on construction, raising :class:`~zerogap.errors.UserError` naming the field.
+metadata, its help text and bounds (``min``, ``gt``, ``max``) and, where the command line spells
+it otherwise than ``--field-name``, its ``flag``; :func:`check_fields` enforces them on
+construction, raising :class:`FieldError` naming the field (the command line names the flag).
 :func:`from_strings` turns ``KEY=VALUE`` strings (``--set``, ``--task-option``) into typed
 keyword arguments (after :func:`parse_pairs` splits them, the one parser of ``KEY=VALUE``
 items) for any config or any factory with annotated keyword parameters (tasks), so every
@@ -25,7 +26,7 @@ Demo(n=3, mode='ban')
 >>> from_strings(Demo, {"mode": "clip"}, owner="demo")
 Traceback (most recent call last):
 ...
-zerogap.errors.UserError: demo: mode must be one of 'cap', 'ban', got 'clip'
+zerogap.errors.UserError: --set mode: must be one of 'cap', 'ban', got 'clip'
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ from zerogap.errors import UserError
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _NONES = {"none", "null"}
+
+
+class FieldError(UserError):
+    """A config field's value breaks its declaration: ``owner`` (the config's class name),
+    ``field`` and ``problem`` (``"must be at least 1, got 0"``), so that a caller names the
+    field as its user set it (the command line: ``-m must be at least 1, got 0``)."""
+
+    def __init__(self, owner: str, field: str, problem: str) -> None:
+        super().__init__(f"{owner}.{field} {problem}")
+        self.owner, self.field, self.problem = owner, field, problem
+
+    def __reduce__(self) -> tuple:  # pickles (a study job's error crosses processes) as built
+        return type(self), (self.owner, self.field, self.problem)
 
 
 class JsonConfig:
@@ -98,10 +112,42 @@ def same_field(config: type, name: str, **metadata: Any) -> Any:
     >>> Study(m=1)
     Traceback (most recent call last):
     ...
-    zerogap.errors.UserError: Study.m must be an integer >= 2, got 1
+    zerogap.config.FieldError: Study.m must be at least 2, got 1
     """
     source = {f.name: f for f in dataclasses.fields(config)}[name]
     return dataclasses.field(default=source.default, metadata={**source.metadata, **metadata})
+
+
+# Values several configs hold (a run's, a study setting's, a contamination build's), declared
+# once: their flags read and check alike in every command (``shared_field``).
+SHARED: dict[str, dict[str, Any]] = {
+    "model": {"help": "a model spec: 'embedded', a .gguf file, a model or PEFT-adapter folder, "
+                      "or a hub id", "metavar": "MODEL"},
+    "task": {"help": "registered task name, e.g. gsm8k or arith ('zerogap task list')"},
+    "task_options": {"help": "the task's options, each converted by its declared type "
+                             "('zerogap task show NAME' lists them); KEY=VALUE on the command "
+                             "line (repeatable), a table in a study file",
+                     "flag": "--task-option"},
+    "split": {"help": "the task's dataset split", "flag": "--split"},
+    "seed": {"help": "seed of every random draw the command makes (sampling noise, training, "
+                     "the tests' resampling): the same seed, the same result", "min": 0},
+}
+
+
+def shared_field(concept: str, **kwargs: Any) -> Any:
+    """A field declared as :data:`SHARED`'s ``concept`` (help, bounds, flag); ``kwargs`` are
+    :func:`dataclasses.field`'s (``default``, ``default_factory``).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Build(JsonConfig):
+    ...     seed: int = shared_field("seed", default=0)
+    >>> Build(seed=-1)
+    Traceback (most recent call last):
+    ...
+    zerogap.config.FieldError: Build.seed must be at least 0, got -1
+    """
+    return dataclasses.field(metadata=SHARED[concept], **kwargs)
 
 
 def require_int(owner: str, name: str, value: Any, minimum: int) -> None:
@@ -119,36 +165,58 @@ def check_fields(config: Any) -> None:
     Types: ``int`` (not bool), ``float`` (an int is accepted; finite), ``bool``, ``str``,
     ``Literal[...]`` (one of the values), ``X | None`` (None or an ``X``), tuples (any
     sequence, stored as a tuple). Constraints in the field's metadata: ``min`` (>=), ``gt`` (>),
-    ``max`` (<=), ``lt`` (<). Raises :class:`UserError` naming ``Class.field`` (or the
-    field's ``flag``, the command-line option users set it with), what it must be, and the value.
+    ``max`` (<=), ``lt`` (<). Raises :class:`FieldError` naming ``Class.field``, what it must be
+    and the value; the command line names the flag the user typed instead.
     """
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        where = f.metadata.get("flag") or f"{type(config).__name__}.{f.name}"
         kind = hints[f.name]
-        inner = _optional_inner(kind)
-        if inner is not None:
-            if value is None:
-                continue
-            kind = inner
-        if typing.get_origin(kind) is tuple:
-            if isinstance(value, str) or not isinstance(value, tuple | list):
-                raise UserError(f"{where} must be a list, got {value!r}")
-            object.__setattr__(config, f.name, _tuples(list(value)))
-            continue
-        choices = _literal_choices(kind)
-        if choices is not None:
-            if value not in choices:
-                raise UserError(f"{where} must be one of {_show(choices)}, got {value!r}")
-            continue
-        if not _is_instance(value, kind) or (kind in (int, float)
-                                             and not _within(value, f.metadata)):
-            raise UserError(f"{where} must be {_NOUNS.get(kind, _type_name(kind))}"
-                            f"{_bounds(f.metadata)}, got {value!r}")
+        problem = field_problem(kind, f.metadata, value)
+        if problem is not None:
+            raise FieldError(type(config).__name__, f.name, problem)
+        if value is not None and typing.get_origin(_optional_inner(kind) or kind) is tuple:
+            object.__setattr__(config, f.name, _tuples(list(value)))  # any sequence, stored as one
 
 
-_NOUNS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+def check_value(config: type, name: str, value: Any) -> None:
+    """Raise :class:`FieldError` unless ``value`` fits field ``name`` of ``config`` (one field
+    alone, before the config is built: a flag checked before a file it overrides is read).
+
+    >>> from zerogap.engine.base import SamplingSpec
+    >>> check_value(SamplingSpec, "m", 0)
+    Traceback (most recent call last):
+    ...
+    zerogap.config.FieldError: SamplingSpec.m must be at least 1, got 0
+    """
+    declared = {f.name: f for f in dataclasses.fields(config)}[name]
+    problem = field_problem(typing.get_type_hints(config)[name], declared.metadata, value)
+    if problem is not None:
+        raise FieldError(config.__name__, name, problem)
+
+
+def field_problem(kind: Any, meta: Mapping[str, Any], value: Any) -> str | None:
+    """What is wrong with ``value`` for a field of type ``kind`` with constraints ``meta``
+    (``"must be at least 1, got 0"``), or None when it fits."""
+    inner = _optional_inner(kind)
+    if inner is not None:
+        if value is None:
+            return None
+        kind = inner
+    if typing.get_origin(kind) is tuple:
+        if isinstance(value, str) or not isinstance(value, tuple | list):
+            return f"must be a list, got {value!r}"
+        return None
+    choices = _literal_choices(kind)
+    if choices is not None:
+        return None if value in choices else f"must be one of {_show(choices)}, got {value!r}"
+    if not _is_instance(value, kind):
+        return f"must be {_NOUNS.get(kind, _type_name(kind))}, got {value!r}"
+    broken = _broken_bound(value, meta) if kind in (int, float) else None
+    return None if broken is None else f"must be {broken}, got {value!r}"
+
+
+_NOUNS = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}
 
 
 def _is_instance(value: Any, kind: Any) -> bool:
@@ -160,17 +228,22 @@ def _is_instance(value: Any, kind: Any) -> bool:
     return isinstance(value, kind) if isinstance(kind, type) else True
 
 
-def _within(value: float, meta: Mapping[str, Any]) -> bool:
-    return (("min" not in meta or value >= meta["min"])
-            and ("gt" not in meta or value > meta["gt"])
-            and ("max" not in meta or value <= meta["max"])
-            and ("lt" not in meta or value < meta["lt"]))
+def _broken_bound(value: float, meta: Mapping[str, Any]) -> str | None:
+    """The first declared bound ``value`` breaks, as words (``"at least 1"``), or None."""
+    for key, words, holds in (("min", "at least", value >= meta.get("min", value)),
+                              ("gt", "greater than", "gt" not in meta or value > meta["gt"]),
+                              ("max", "at most", value <= meta.get("max", value)),
+                              ("lt", "less than", "lt" not in meta or value < meta["lt"])):
+        if key in meta and not holds:
+            return f"{words} {meta[key]}"
+    return None
 
 
-def _bounds(meta: Mapping[str, Any]) -> str:
+def bounds_text(meta: Mapping[str, Any]) -> str:
+    """A field's declared bounds as help shows them (``">= 1 and <= 65536"``; empty: none)."""
     low = f">= {meta['min']}" if "min" in meta else f"> {meta['gt']}" if "gt" in meta else ""
     high = f"<= {meta['max']}" if "max" in meta else f"< {meta['lt']}" if "lt" in meta else ""
-    return " " + " and ".join(b for b in (low, high) if b) if low or high else ""
+    return " and ".join(b for b in (low, high) if b)
 
 
 def parameters(target: Callable[..., Any]) -> dict[str, tuple[Any, Any, str]]:
@@ -182,8 +255,10 @@ def parameters(target: Callable[..., Any]) -> dict[str, tuple[Any, Any, str]]:
         hints = typing.get_type_hints(target)
         out = {}
         for f in dataclasses.fields(target):
-            default = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
-            bounds = _bounds(f.metadata).strip()
+            default = (f.default if f.default is not dataclasses.MISSING else
+                       f.default_factory() if f.default_factory is not dataclasses.MISSING
+                       else inspect.Parameter.empty)
+            bounds = bounds_text(f.metadata)
             help_text = f.metadata.get("help", "") + (f" ({bounds})" if bounds else "")
             out[f.name] = (hints[f.name], default, help_text)
         return out
@@ -236,17 +311,27 @@ def parse_pairs(option: str, items: Sequence[str], *, what: str = "KEY=VALUE") -
 
 def from_strings(target: Callable[..., Any], pairs: Mapping[str, str], *, owner: str,
                  option: str = "--set") -> dict[str, Any]:
-    """Typed keyword arguments for ``target`` from ``{name: text}``, converted by declared type.
+    """Typed keyword arguments for ``target`` from ``{name: text}``, converted by declared type
+    and checked against the declared bounds.
 
     ``int``, ``float``, ``bool`` (true/false/yes/no/1/0), ``str``, ``Literal[...]`` and optionals
-    (``none``/``null`` for None) convert directly; any other type is read as JSON. Unknown names,
-    missing required ones and unconvertible values raise :class:`UserError` naming ``owner``,
-    the field and what it accepts.
+    (``none``/``null`` for None) convert directly; any other type is read as JSON. Unknown names
+    and missing required ones raise :class:`UserError` naming ``owner``; a value that does not
+    convert or breaks a bound names ``option`` and the key, as the user typed them
+    (``--set n: must be at least 1, got 0``).
     """
     check_names(target, pairs, owner=owner, option=option)
     known = parameters(target)
-    return {name: _convert(text, known[name][0], f"{owner}: {name}") for name, text in
-            pairs.items()}
+    meta = ({f.name: f.metadata for f in dataclasses.fields(target)}
+            if dataclasses.is_dataclass(target) else {})
+    values = {}
+    for name, text in pairs.items():
+        where = f"{option} {name}:"
+        values[name] = _convert(text, known[name][0], where)
+        problem = field_problem(known[name][0], meta.get(name, {}), values[name])
+        if problem is not None:
+            raise UserError(f"{where} {problem}")
+    return values
 
 
 def describe(target: Callable[..., Any]) -> list[str]:

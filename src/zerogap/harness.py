@@ -26,7 +26,9 @@ How requests map onto the engine:
 Model arguments: ``pretrained`` (any model spec zerogap takes, ``embedded`` by default),
 ``strategy`` (default ``identity``), ``dtype``, ``seed`` (default 0), ``max_batch`` (most rows
 decoded together; by default the engine sizes its batches itself, and the harness's
-``--batch_size`` is not used), ``device`` (the harness's ``--device``); every other key is a
+``--batch_size`` is not used), ``threads`` (torch threads on a CPU, fixed; by default they
+follow the cores other processes leave, :mod:`zerogap.engine.threads`), ``device`` (the
+harness's ``--device``); every other key is a
 setting of the strategy (``n=3``, ``mode=ban``, ``neurons=PATH``...).
 """
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +45,10 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import normalize_gen_kwargs
 
 from zerogap.config import show_value
-from zerogap.engine.base import SamplingSpec
+from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec
 from zerogap.errors import UserError
 from zerogap.progress import ProgressCallback, progress_bars
-from zerogap.strategies import PrepareContext, Strategy, parse_overrides
+from zerogap.strategies import Strategy, parse_overrides
 
 __all__ = ["MODEL_NAME", "ZerogapLM", "plan_requests", "request_spec"]
 
@@ -56,6 +58,9 @@ _log = logging.getLogger("zerogap.harness")
 # Generation settings of the harness that the engine honours; any other is refused rather than
 # silently dropped (a repetition penalty the hf model would apply would change the answers).
 _ENGINE_KWARGS = {"do_sample", "temperature", "until", "max_gen_toks", "top_k", "top_p"}
+# The harness hands over its requests as they come, so they are served in this process by
+# zerogap's own engine.
+_BACKEND = DEFAULT_BACKEND
 
 
 def request_spec(gen_kwargs: dict, *, m: int, seed: int, default_max_tokens: int
@@ -149,46 +154,52 @@ def _harness_device(device: str | None) -> str | None:
 class ZerogapLM(LM):
     """The harness model served by zerogap's engine under one strategy (see the module doc).
 
-    The strategy and its settings are validated before the model loads. ``stats`` maps each
-    sampled request's :func:`question_id` to what the strategy's hook counted for each of its
-    m responses, in sample order (RailCap: ``interventions`` and ``steps_on_trajectory``).
+    The strategy, its settings and inputs and the engine options are validated before the
+    model loads, with :mod:`zerogap.runs`' own checks; the model loads and serves through its
+    :class:`~zerogap.runs.LoadedEngine` as a run's does. ``stats`` maps each sampled request's
+    :func:`question_id` to what the strategy's hook counted for each of its m responses, in
+    sample order (RailCap: ``interventions`` and ``steps_on_trajectory``).
     """
+
 
     def __init__(self, pretrained: str = "embedded", strategy: str = "identity",
                  dtype: str = "float32", seed: int = 0, max_batch: int | None = None,
-                 device: str | None = None, batch_size: Any = None,
+                 threads: int | None = None, device: str | None = None, batch_size: Any = None,
                  max_batch_size: Any = None, max_gen_toks: int = 256, **settings: Any) -> None:
         super().__init__()
         from zerogap.engine.base import EngineOptions
-        from zerogap.engine.hf import HF_CAPABILITIES, HFBackend
-        from zerogap.runs import build_strategy
+        from zerogap.runs import build_strategy, check_engine, start_engine
 
         # The harness turns "3" into 3 and "true" into True; the strategy's own parser types
         # its settings from their text, with its one-line errors.
         texts = [f"{key}={show_value(value)}" for key, value in settings.items()]
         self.strategy: Strategy = build_strategy(
-            str(strategy), parse_overrides(str(strategy), texts), HF_CAPABILITIES)
+            str(strategy), parse_overrides(str(strategy), texts, option="--model_args"),
+            _BACKEND)
         if not self.strategy.samples_model or self.strategy.readout != "plain":
             raise UserError(f"--model {MODEL_NAME}: strategy {strategy} (readout "
                             f"{self.strategy.readout}) does not give one graded response per "
                             "sample, which the harness's metrics need; use zerogap sample")
         for name, value, least in (("seed", seed, 0), ("max_gen_toks", max_gen_toks, 1),
-                                   ("max_batch", 1 if max_batch is None else max_batch, 1)):
+                                   ("max_batch", 1 if max_batch is None else max_batch, 1),
+                                   ("threads", 1 if threads is None else threads, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise UserError(f"--model_args {name} must be an integer >= {least}, "
                                 f"got {value!r}")
         # batch_size and max_batch_size (the harness's --batch_size) are not used: the engine
         # sizes its batches in rows from free memory and its first steps; max_batch caps them.
+        # Its torch threads follow the cores other processes leave; threads fixes them.
         options = EngineOptions.from_dict({"device": _harness_device(device), "dtype": str(dtype),
-                                           "max_batch": max_batch})
-        self.loaded, self.backend = HFBackend.start(str(pretrained), options)
+                                           "max_batch": max_batch, "threads": threads})
+        self.strategy.check_inputs()
+        self.engine = start_engine(str(pretrained), _BACKEND, check_engine(_BACKEND, options))
+        self.engine.accept(self.strategy)
         self.seed, self.max_gen_toks = seed, max_gen_toks
-        self._patch_sources: dict[str, Any] = {}
         self.stats: dict[str, list[dict]] = {}
 
     @property
     def tokenizer(self):
-        return self.loaded.tokenizer
+        return self.engine.loaded.tokenizer
 
     # -- what the harness calls -----------------------------------------------------------------
 
@@ -221,7 +232,7 @@ class ZerogapLM(LM):
     def apply_chat_template(self, chat_history: list[dict[str, str]],
                             add_generation_prompt: bool = True) -> str:
         if not self.tokenizer.chat_template:
-            raise UserError(f"model {self.loaded.spec} has no chat template; drop "
+            raise UserError(f"model {self.engine.loaded.spec} has no chat template; drop "
                             "--apply_chat_template")
         return self.tokenizer.apply_chat_template(
             chat_history, tokenize=False, add_generation_prompt=add_generation_prompt)
@@ -234,22 +245,26 @@ class ZerogapLM(LM):
         greedy, spec = request_spec(group.gen_kwargs, m=group.m, seed=self.seed,
                                     default_max_tokens=self.max_gen_toks)
         prompts = [request.args[0] for request in group.requests]
-        self._check_context(group.requests, spec.max_new_tokens)
+        # A prompt cut at its start by a model's context would be another question.
+        self.engine.check_fits(prompts, [question_id(r) for r in group.requests],
+                               spec.max_new_tokens, limit="max_gen_toks")
         if greedy and "logits" in self.strategy.requires:
             raise UserError(
                 f"strategy {self.strategy.name} edits sampling logits, and these requests "
                 "decode greedily: give the task do_sample: true and a temperature > 0 "
                 "(--gen_kwargs do_sample=true,temperature=0.7)")
         greedy_spec = SamplingSpec(m=1, max_new_tokens=spec.max_new_tokens, stop=spec.stop)
-        hooks = self.strategy.prepare(PrepareContext(
-            m=spec.m, load_model=self._patch_source,
-            greedy_source=self._greedy_source(prompts, greedy_spec, progress),
-        ))
+        backend = self.engine.backend
+
+        def decode() -> list:  # the served model's greedy decodes, asked for by the strategy
+            return backend.greedy(prompts, greedy_spec, entropies=self.strategy.needs_entropy,
+                                  progress=progress)
+
+        hooks = self.engine.intervention(self.strategy, m=spec.m, greedy=decode)
         if greedy:
-            decoded = self.backend.greedy(prompts, greedy_spec, patch=hooks.patch,
-                                          progress=progress)
+            decoded = backend.greedy(prompts, greedy_spec, patch=hooks.patch, progress=progress)
             return [[g.text] * spec.m for g in decoded]
-        samples = self.backend.sample(
+        samples = backend.sample(
             prompts, spec, question_ids=[question_id(r) for r in group.requests],
             intervention=hooks.logits, patch=hooks.patch, progress=progress)
         for request, generations in zip(group.requests, samples, strict=True):
@@ -259,33 +274,3 @@ class ZerogapLM(LM):
             _log.info("strategy %s intervened in %d of %d responses", self.strategy.name,
                       sum(1 for s in stats if s["interventions"]), len(stats))
         return [[g.text for g in generations] for generations in samples]
-
-    def _greedy_source(self, prompts: list[str], spec: SamplingSpec,
-                       progress: ProgressCallback | None) -> Callable[[], list]:
-        def decode() -> list:
-            return self.backend.greedy(prompts, spec, entropies=self.strategy.needs_entropy,
-                                       progress=progress)
-
-        return decode
-
-    def _patch_source(self, spec: str) -> Any:
-        """A patch source model (shortcut's base), loaded once per spec next to the model."""
-        if spec not in self._patch_sources:
-            from zerogap.models import load_beside
-
-            self._patch_sources[spec] = load_beside(spec, self.loaded.model).model
-        return self._patch_sources[spec]
-
-    def _check_context(self, requests: Sequence[Any], max_new_tokens: int) -> None:
-        """Refuse a prompt that, with the token limit, exceeds the model's context (the hf
-        model would cut the prompt's start instead; a cut prompt is another question)."""
-        config = self.loaded.model.config.get_text_config(decoder=True)
-        context = getattr(config, "max_position_embeddings", None)
-        if context is None:
-            return
-        for request in requests:
-            n = len(self.tokenizer(request.args[0])["input_ids"])
-            if n + max_new_tokens > context:
-                raise UserError(f"{question_id(request)}: the prompt ({n} tokens) plus "
-                                f"max_gen_toks {max_new_tokens} exceeds the model's context "
-                                f"of {context} tokens")

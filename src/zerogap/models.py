@@ -327,6 +327,42 @@ def _local_path(spec: str, relative_to: Path | None = None) -> Path | None:
     return None
 
 
+# Seconds the hub gets to answer before a hub id is refused as unreachable: its client would
+# retry for about a minute before saying the same.
+HUB_PROBE_SECONDS = 5.0
+
+
+def _check_hub_id(spec: str) -> None:
+    """Refuse at once a hub id that cannot be fetched: not in the local hub cache, and the hub
+    off (``HF_HUB_OFFLINE``) or not answering within :data:`HUB_PROBE_SECONDS` (one request to
+    the hub's address, through the environment's proxy if it names one)."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(spec, "config.json")
+    except ValueError as err:  # the hub client's own check of the id's spelling
+        raise UserError(f"model {spec!r} is no local file or folder, nor a hub id: {err}"
+                        ) from None
+    if isinstance(cached, str):
+        return
+    local = (f"model {spec!r} is no local file or folder and not in the hub cache, and the "
+             "hub")
+    if constants.HF_HUB_OFFLINE:
+        raise UserError(f"{local} is off (HF_HUB_OFFLINE); give a model folder")
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"),
+                               timeout=HUB_PROBE_SECONDS).close()
+    except urllib.error.HTTPError:
+        return  # the hub answered (with an error page): the download says what it lacks
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise UserError(f"{local} ({constants.ENDPOINT}) cannot be reached ({reason}); give a "
+                        "model folder, or run where the hub is reachable") from None
+
+
 def _check_weights(folder: Path, stem: str) -> None:
     """Refuse a folder without ``{stem}*.safetensors``, naming its pickled weights if any."""
     if any(folder.glob(f"{stem}*.safetensors")):
@@ -377,13 +413,15 @@ def check_model_spec(spec: str, *, relative_to: Path | None = None,
     (``auto_map``); a model type transformers does not know; missing tokenizer or weights;
     pickled weights; an ``adapter_config.json`` that is not an object or names no base; an
     adapter without ``adapter_model.safetensors``; adapters whose bases lead back to
-    themselves. The adapter's base is checked the same way. A hub id is left to the hub.
+    themselves. The adapter's base is checked the same way. A hub id must be in the local hub
+    cache or the hub must answer (:func:`_check_hub_id`).
     """
     if spec == EMBEDDED:
         embedded_gguf()
         return
     path = _local_path(spec, relative_to)
     if path is None:
+        _check_hub_id(spec)
         return
     if path.is_file():
         if path.suffix != ".gguf":

@@ -2,8 +2,8 @@
 with :class:`Progress` events and draws nothing, so a caller embedding zerogap gets the
 figures, not bars. :class:`Bars` draws them (one labelled bar per stage on stderr, its rate
 and ETA from this process's work only: a resumed stage's earlier part is not counted); only
-the front ends create it: ``cli/`` and the lm-evaluation-harness model (DESIGN.md: only
-``cli/`` prints or draws progress; tests/test_import_rules.py checks who draws).
+the front ends create it: ``cli/`` and the lm-evaluation-harness model
+(tests/test_import_rules.py checks who draws).
 """
 
 from __future__ import annotations

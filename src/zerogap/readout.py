@@ -77,11 +77,14 @@ def readout_of(config: Mapping[str, Any]) -> str:
 
 
 def run_counts(store: RunStore) -> list[dict[str, Any]]:
-    """Per-question ``{"id", "correct", "samples", "first"}`` of a run, under its readout.
+    """Per-question ``{"id", "correct", "samples", "first", "truncated"}`` of a run, under its
+    readout.
 
     ``correct / samples`` is the question's readout; ``first`` grades one response, the
     one-draw readout G-AP uses: sample 0, or under a ``NAME-kept`` kind the first sample kept (0
-    when none is kept, as its readout), and 0 under ``zero``. Questions in stored order. This is
+    when none is kept, as its readout), and 0 under ``zero``; ``truncated`` counts the samples
+    among those ``samples`` that were cut at the token limit (graded on what they wrote, so a
+    run whose answers do not fit its limit reads as wrong). Questions in stored order. This is
     ``zerogap score``'s counts shape, and what ``zerogap runs show`` summarises.
     """
     kind = readout_of(store.config())
@@ -93,8 +96,17 @@ def run_counts(store: RunStore) -> list[dict[str, Any]]:
         correct, samples = question_counts(kind, [r.correct for r in rows],
                                            [r.stats for r in rows])
         first = _first_correct(kind, rows)
-        out.append({"id": qid, "correct": correct, "samples": samples, "first": first})
+        out.append({"id": qid, "correct": correct, "samples": samples, "first": first,
+                    "truncated": sum(r.finish == "length" for r in _counted(kind, rows))})
     return out
+
+
+def _counted(kind: str, rows: Sequence[Any]) -> Sequence[Any]:
+    """The samples a question's readout counts: under a ``NAME-kept`` kind the kept ones (all
+    of them when none is kept, as :func:`question_counts` counts), else every sample."""
+    key = kept_statistic(kind)
+    kept = [r for r in rows if key is not None and r.stats.get(key)]
+    return kept or rows
 
 
 def _first_correct(kind: str, rows: Sequence[Any]) -> int:

@@ -1,134 +1,244 @@
-"""Resumable runs: a task's questions through the engine into a run store.
+"""Resumable runs: one validated request, one preparation, one run into a store.
 
-:func:`run_sample` and :func:`run_greedy` validate the whole run (settings, strategy, one built
-prompt within the model's context: :func:`check_sample`, :func:`check_greedy`, which a front end
-calls on its own to refuse bad input before it creates a store) before they record its
-configuration in the store (refusing a directory that holds a different run), skip the
-questions already stored, and write each question's graded results in one transaction as soon
-as it is complete. Killing a run loses at
-most the questions in flight; running the same call again finishes it, and because each
-sample's noise depends only on (seed, question id, sample index, step), the resumed run stores
-the samples an uninterrupted run would have stored.
+A :class:`RunRequest` is one run as asked (model, task and split, questions, strategy,
+sampling spec, backend and engine options; greedy decodes or samples), validated whole when it
+is made, before any model loads: its questions (at least one; the first prompt is built, so
+task options that fail only then fail here), the strategy's inputs (a neuron list, a patch
+source: read once and kept), whether the strategy applies to greedy decodes. The strategy comes
+from :func:`build_strategy`, which holds it against the capabilities its backend declares.
 
-Strategies (:mod:`zerogap.strategies`) plug in through :func:`strategy_hooks`: a validated
-strategy gets what it needs prepared (greedy decodes, reused from a store; a patch source) and
-yields a backend-neutral :class:`~zerogap.engine.base.InterventionSpec` that the backend turns
-into its own hooks; its per-sample statistics land in each
-sample's ``stats``, and its readout kind, recorded with the run, is what
-:func:`zerogap.readout.run_counts` applies.
+:func:`prepare` holds the request against the engine that runs it: the one given (a study
+loads each model once for many runs) or the one it loads (:func:`check_engine` once, then
+:func:`start_engine`); the strategy against the loaded backend's capabilities (a vLLM engine
+started without full logprobs has fewer than its class declares) and the first prompt plus the
+token limit against the model's context. It returns a :class:`SampleRun` or :class:`GreedyRun`,
+written nowhere yet, so a front end refuses bad input before it creates a store; ``into``
+records the run's configuration in a store (refusing a directory that holds a different run),
+skips the questions already stored, and writes each question's graded results in one
+transaction as soon as it is complete. Killing a run loses at most the questions in flight;
+running the same call again finishes it, and because each sample's noise depends only on (seed,
+question id, sample index, step), the resumed run stores the samples an uninterrupted run would
+have stored.
+
+Strategies (:mod:`zerogap.strategies`) declare what they need prepared; a
+:class:`LoadedEngine` gives it to them (:meth:`LoadedEngine.intervention`: greedy decodes,
+reused from a store, a patch source loaded once) and hands the backend-neutral
+:class:`~zerogap.engine.base.InterventionSpec` they build to its backend. Their per-sample
+statistics land in each sample's ``stats``, and their readout kind, recorded with the run, is
+what :func:`zerogap.readout.run_counts` applies. The lm-evaluation-harness model
+(:mod:`zerogap.harness`) serves its requests through the same engine, checks and preparation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zerogap.engine.base import Backend, Capabilities, Generation, InterventionSpec, SamplingSpec
-from zerogap.engine.hf import HFBackend
+from zerogap.decoding.specs import answer_marker_ids
+from zerogap.engine.base import (
+    DEFAULT_BACKEND,
+    Backend,
+    Capabilities,
+    EngineOptions,
+    Generation,
+    InterventionSpec,
+    SamplingSpec,
+    backend_capabilities,
+    backend_class,
+    concrete_dtype,
+)
 from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.progress import ProgressCallback
 from zerogap.provenance import package_versions
 from zerogap.store import GreedyRow, RunStore, SampleRow
-from zerogap.strategies import PrepareContext, Strategy, get_strategy
+from zerogap.strategies import PLAIN, PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
+from zerogap.tasks.extract import ANSWER_MARKERS
 
 
-def build_strategy(name: str, options: dict | None,
-                   capabilities: Capabilities | None = None) -> Strategy:
-    """The validated strategy ``name`` with ``options``, its inputs checked.
+def build_strategy(name: str, options: dict | None, backend: str | None = None) -> Strategy:
+    """The validated strategy ``name`` with ``options``, held against the capabilities
+    ``backend`` declares (None: no backend yet); all before any model loads.
 
-    With ``capabilities`` (the backend's), a strategy needing one the backend lacks is refused
-    with a :class:`~zerogap.errors.UserError` naming both; all before any model loads.
+    A strategy needing a capability the backend lacks is refused by :func:`check_strategy`.
     """
     strategy = get_strategy(name, options or {})
-    if capabilities is not None:
-        _check_capabilities(strategy, capabilities)
-    strategy.check_inputs()
+    if backend is not None:
+        check_strategy(strategy, backend_capabilities(backend), backend)
     return strategy
 
 
-def _check_capabilities(strategy: Strategy, capabilities: Capabilities) -> None:
+def check_strategy(strategy: Strategy | type[Strategy], capabilities: Capabilities,
+                   backend: str, name: str | None = None) -> None:
+    """Refuse ``strategy`` (a built one or its class, registered as ``name``) when it needs a
+    capability ``capabilities`` lacks, in one line naming both and the backend."""
     missing = capabilities.missing(strategy.requires)
     if missing:
-        raise UserError(f"strategy {strategy.name} needs {', '.join(missing)} support, which "
-                        "this backend lacks")
+        name = name or getattr(strategy, "name", "?")
+        raise UserError(f"strategy {name} needs {', '.join(missing)} support, which the "
+                        f"{backend} backend lacks")
 
 
-def _chosen(strategy: str | Strategy, options: dict | None, capabilities: Capabilities | None
-            ) -> Strategy:
-    """``strategy`` built here from its name and ``options``, or as given when it is built
-    already (by :func:`build_strategy`, which the caller ran before loading a model; its
-    ``options`` are its own): then only held against the loaded backend's ``capabilities``
-    (where there is one), which can be narrower than its class's (a vLLM engine started
-    without full logprobs)."""
-    if not isinstance(strategy, Strategy):
-        return build_strategy(strategy, options, capabilities)
-    if capabilities is not None:
-        _check_capabilities(strategy, capabilities)
-    return strategy
+def first_questions(questions: Sequence[Question], limit: int | None) -> tuple[Question, ...]:
+    """The first ``limit`` of ``questions`` (all of them when None): the one rule of
+    ``--limit``, at least 1."""
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit must be at least 1, got {limit}")
+    return tuple(questions[:limit])
 
 
-def strategy_hooks(strategy: Strategy, loaded: LoadedModel, task: Task,
-                   questions: Sequence[Question], greedy_store: RunStore, *, split: str, m: int,
-                   max_new_tokens: int, backend: Backend,
-                   progress: ProgressCallback | None = None
-                   ) -> tuple[InterventionSpec, list[GreedyRow] | None]:
-    """Prepare ``strategy`` for ``questions`` (in order): its intervention and the greedy rows
-    used.
+def check_engine(backend: str, options: EngineOptions) -> EngineOptions:
+    """``options`` checked on this machine for ``backend`` (vLLM importable, the HF engine's
+    device present), before any model loads, with ``dtype="auto"`` made concrete
+    (:func:`~zerogap.engine.base.concrete_dtype`: runs are recorded by the dtype the weights
+    hold). Called once per process; :func:`start_engine` takes what it returns."""
+    backend_class(backend).check_available(options)
+    return replace(options, dtype=concrete_dtype(options.dtype, backend, options.device))
 
-    The strategy asks its context for what it needs: greedy decodes come from ``greedy_store``
-    (missing ones are decoded there first, with entropies, under its ``greedy_*`` config
-    check); a patch source is loaded on the model's device. Nothing is made unless asked for.
+
+def start_engine(model: str, backend: str, options: EngineOptions) -> LoadedEngine:
+    """Model ``model`` loaded on ``backend`` with ``options`` (as :func:`check_engine` returned
+    them). On a backend that holds the weights in its own engine (vLLM), ``loaded.model`` is
+    None and ``loaded.fingerprint`` is :func:`zerogap.models.files_fingerprint` of the folder."""
+    return LoadedEngine(*backend_class(backend).start(model, options))
+
+
+@dataclass
+class LoadedEngine:
+    """A model loaded on its backend: what every run of that model samples with.
+
+    ``sources`` keeps the patch source models (shortcut's base) loaded beside the model, one
+    per spec, so the runs and requests that ask for one load it once, until
+    :meth:`release_sources`.
     """
 
-    def greedy_rows() -> list[GreedyRow]:
-        # The sampling run that asks checked these prompts and this token limit already.
-        decodes = GreedyRun(loaded, task, questions, split,
-                            SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop),
-                            get_strategy("identity", {}), backend)
-        decodes.into(greedy_store, progress=progress)
-        stored = greedy_store.greedy()
-        return [stored[q.id] for q in questions]
+    loaded: LoadedModel
+    backend: Backend
+    sources: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def load(spec: str):
-        from zerogap.models import load_beside
+    def accept(self, strategy: Strategy) -> None:
+        """Refuse ``strategy`` when this backend, as started, lacks a capability it needs."""
+        check_strategy(strategy, self.backend.capabilities, self.backend.name)
 
-        return load_beside(spec, loaded.model).model
+    def context(self) -> int | None:
+        """The model's context in tokens (its config's ``max_position_embeddings``, the
+        positions it was trained on), or None where the backend holds no in-process model
+        (vLLM checks its own at admission) or the config states none."""
+        config = getattr(self.loaded.model, "config", None)
+        if config is None:
+            return None
+        return getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
 
-    ctx = PrepareContext(m=m, greedy_source=greedy_rows, load_model=load)
-    hooks = strategy.prepare(ctx)
-    return hooks, ctx.greedy() if strategy.needs_greedy else None
+    def check_fits(self, prompts: Sequence[str], names: Sequence[str], max_new_tokens: int,
+                   limit: str = "max_new_tokens") -> None:
+        """Refuse a prompt (``names[i]`` names ``prompts[i]``) that, with ``max_new_tokens``
+        (spelled ``limit`` to the user), exceeds the model's context: a model that cut the
+        prompt's start would answer another question."""
+        context = self.context()
+        if context is None:
+            return
+        for prompt, name in zip(prompts, names, strict=True):
+            n_prompt = len(self.loaded.tokenizer(prompt)["input_ids"])
+            if n_prompt + max_new_tokens > context:
+                raise UserError(f"{limit} {max_new_tokens}: the prompt of {name} ({n_prompt} "
+                                f"tokens) plus {max_new_tokens} new tokens exceeds the model's "
+                                f"context of {context} tokens")
+
+    def intervention(self, strategy: Strategy, *, m: int,
+                     greedy: Callable[[], Sequence[Any]] | None = None) -> InterventionSpec:
+        """``strategy``'s intervention for one engine call of ``m`` samples per question,
+        ``greedy`` giving the call's greedy decodes in question order when it asks for them
+        (nothing is decoded or loaded unless asked for)."""
+        tokenizer = self.loaded.tokenizer
+        return strategy.prepare(PrepareContext(
+            m=m, greedy_source=greedy, load_model=self._source,
+            answer_markers=lambda: answer_marker_ids(tokenizer, ANSWER_MARKERS)))
+
+    def _source(self, spec: str) -> Any:
+        if spec not in self.sources:
+            from zerogap.models import load_beside
+
+            self.sources[spec] = load_beside(spec, self.loaded.model).model
+        return self.sources[spec]
+
+    def release_sources(self) -> None:
+        """Let the patch sources go (their memory is the next run's)."""
+        self.sources.clear()
+
+    def close(self) -> None:
+        """Release the engine (a vLLM engine is shut down); unusable afterwards."""
+        self.release_sources()
+        self.backend.close()
 
 
-def check_first_prompt(loaded: LoadedModel, task: Task, questions: Sequence[Question],
-                       max_new_tokens: int) -> None:
-    """Build the first question's prompt and check that the model can hold it plus
-    ``max_new_tokens``: task options that fail only when a prompt is built (exemplars, a
-    missing train split) and token limits beyond the model's context are refused here, before
-    a run records its configuration.
+@dataclass(frozen=True)
+class RunRequest:
+    """One run as asked, validated whole when made, before any model loads.
 
-    The context is the model config's ``max_position_embeddings`` (positions it was trained
-    on); a backend without an in-process model (vLLM) checks its own at admission.
+    ``questions`` are the ones to run (:func:`first_questions`); ``strategy`` is built for
+    ``backend`` (:func:`build_strategy`); ``spec`` holds every sampling setting (m = 1 for
+    greedy decodes, which ``greedy`` asks for; a spec without stop strings takes the task's);
+    ``engine`` says how ``model`` loads when :func:`prepare` loads it. ``chat`` is a chat
+    template (Jinja text or ``"tokenizer"``) and system instruction, applied with the loaded
+    model's tokenizer (:func:`zerogap.tasks.chat.chat_prompts`), or None.
     """
-    if not questions:
-        return
-    prompt = task.prompt(questions[0])
-    config = getattr(loaded.model, "config", None)
-    context = None if config is None else getattr(
-        config.get_text_config(decoder=True), "max_position_embeddings", None)
-    if context is None:
-        return
-    n_prompt = len(loaded.tokenizer(prompt)["input_ids"])
-    if n_prompt + max_new_tokens > context:
-        raise UserError(f"max_new_tokens {max_new_tokens}: the prompt of {questions[0].id} "
-                        f"({n_prompt} tokens) plus {max_new_tokens} new tokens exceeds the "
-                        f"model's context of {context} tokens")
+
+    model: str
+    task: Task
+    split: str
+    questions: tuple[Question, ...]
+    strategy: Strategy
+    spec: SamplingSpec
+    greedy: bool = False
+    backend: str = DEFAULT_BACKEND
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    chat: tuple[str | None, str | None] | None = None
+    first_prompt: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.questions:
+            raise UserError(f"task {self.task.name} has no questions in split {self.split!r}")
+        if self.greedy and (self.strategy.needs_greedy or not self.strategy.samples_model):
+            raise UserError(f"strategy {self.strategy.name!r} does not apply to greedy decodes")
+        if self.greedy and self.spec.m != 1:
+            raise UserError(f"greedy decodes draw one response per question, not m = "
+                            f"{self.spec.m}")
+        if not self.spec.stop:
+            object.__setattr__(self, "spec", replace(self.spec, stop=self.task.stop))
+        self.strategy.check_inputs()
+        # Task options that fail only when a prompt is built fail here; prepare measures it.
+        object.__setattr__(self, "first_prompt", self.task.prompt(self.questions[0]))
 
 
-def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
-                 ) -> dict[str, Any]:
+def prepare(request: RunRequest, engine: LoadedEngine | None = None) -> SampleRun | GreedyRun:
+    """The run ``request`` asks for, checked against the engine that runs it and written
+    nowhere: ``engine`` (``request.model`` loaded already), or the one loaded here.
+
+    Checked once, here: the strategy against the loaded backend's capabilities, the first
+    prompt (through the chat template, when the request has one) plus the token limit against
+    the model's context.
+    """
+    if engine is None:
+        engine = start_engine(request.model, request.backend,
+                              check_engine(request.backend, request.engine))
+    task = request.task
+    if request.chat is not None:
+        from zerogap.tasks.chat import chat_prompts
+
+        template, system = request.chat
+        task = chat_prompts(task, engine.loaded.tokenizer, template=template, system=system)
+    engine.accept(request.strategy)
+    first = request.questions[0]
+    prompt = request.first_prompt if task is request.task else task.prompt(first)
+    engine.check_fits([prompt], [first.id], request.spec.max_new_tokens)
+    run = GreedyRun if request.greedy else SampleRun
+    return run(engine, task, request.questions, request.spec, request.split, request.strategy)
+
+
+def _base_fields(engine: LoadedEngine, task: Task, split: str) -> dict[str, Any]:
+    loaded, backend = engine.loaded, engine.backend
     fields = {
         "backend": backend.name,
         "noise": backend.noise,
@@ -146,30 +256,36 @@ def _base_fields(loaded: LoadedModel, backend: Backend, task: Task, split: str
     return fields
 
 
+def _staged(progress: ProgressCallback | None, stage: str) -> ProgressCallback | None:
+    """``progress`` with the engine's events relabelled ``stage``: a run's greedy pass and its
+    sampling are two stages, each named, not two bars both called "questions"."""
+    if progress is None:
+        return None
+    return lambda event: progress(replace(event, stage=stage))
+
+
 @dataclass(frozen=True)
 class SampleRun:
-    """A sampling run checked whole (:func:`check_sample`) and not yet recorded anywhere.
+    """A sampling run checked whole (:func:`prepare`) and not yet recorded anywhere."""
 
-    A front end that must refuse bad input before it creates a store checks first, creates the
-    store, then calls :meth:`into`; :func:`run_sample` does both for Python callers.
-    """
-
-    loaded: LoadedModel
+    engine: LoadedEngine
     task: Task
     questions: Sequence[Question]
     spec: SamplingSpec  # with its stop strings (the task's where none were given)
     split: str
     strategy: Strategy
-    backend: Backend
 
     def into(self, store: RunStore, *, greedy_store: RunStore | None = None,
              progress: ProgressCallback | None = None) -> int:
         """Record the run's configuration in ``store`` (refusing a store of another run) and
-        sample every question it lacks; see :func:`run_sample`. Returns questions sampled."""
-        loaded, task, spec, chosen, backend = (self.loaded, self.task, self.spec, self.strategy,
-                                               self.backend)
+        sample every question it lacks. Greedy decodes the strategy needs are read from (and,
+        when missing, decoded into) ``greedy_store``, by default ``store`` itself. A strategy
+        that samples nothing (All-Zero) stores ``m`` empty, incorrect responses per question
+        with ``finish="synthetic"``. Returns questions sampled (0 when the run was complete).
+        """
+        task, spec, chosen, backend = self.task, self.spec, self.strategy, self.engine.backend
         store.check_config({
-            **_base_fields(loaded, backend, task, self.split), **spec.to_dict(),
+            **_base_fields(self.engine, task, self.split), **spec.to_dict(),
             "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
             "readout": chosen.readout,
         })
@@ -182,89 +298,71 @@ class SampleRun:
                 store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
                                    for s in range(spec.m)])
             return len(todo)
-        hooks, greedy_rows = strategy_hooks(
-            chosen, loaded, task, todo, greedy_store or store, split=self.split, m=spec.m,
-            max_new_tokens=spec.max_new_tokens, backend=backend, progress=progress,
-        )
+        rows: list[GreedyRow] = []
+
+        def greedy() -> list[GreedyRow]:
+            # Greedy decodes of this run's checked prompts and token limit, decoded into the
+            # greedy store where missing, read once.
+            if not rows:
+                source = greedy_store or store
+                what = "trajectories and entropies" if chosen.needs_entropy else "trajectories"
+                GreedyRun(self.engine, task, todo,
+                          SamplingSpec(m=1, max_new_tokens=spec.max_new_tokens, stop=spec.stop),
+                          self.split, get_strategy(PLAIN)).into(
+                    source, progress=progress, stage=f"greedy decodes for {chosen.name}'s {what}")
+                stored = source.greedy()
+                rows[:] = [stored[q.id] for q in todo]
+            return rows
+
+        hooks = self.engine.intervention(chosen, m=spec.m, greedy=greedy)
+        if chosen.needs_greedy:  # a filter's statistics read them though its decoding does not
+            greedy()
 
         def write(i: int, generations: list[Generation]) -> None:
             q = todo[i]
             if len(generations) != spec.m:  # a backend bug; never store a partial question
                 raise RuntimeError(f"{backend.name} returned {len(generations)} samples of "
                                    f"{q.id}, not m = {spec.m}")
-            greedy_text = None if greedy_rows is None else greedy_rows[i].text
+            greedy_text = rows[i].text if rows else None
             extra = chosen.sample_stats(greedy_text, [g.text for g in generations],
-                                        loaded.tokenizer)
-            rows = []
+                                        self.engine.loaded.tokenizer)
+            graded = []
             for s, (g, more) in enumerate(zip(generations, extra, strict=True)):
                 grade = task.grade(q, g.text)
-                rows.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish,
-                                      grade.extracted, grade.correct, {**g.stats, **more}))
-            store.add_samples(rows)
+                graded.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish,
+                                        grade.extracted, grade.correct, {**g.stats, **more}))
+            store.add_samples(graded)
 
         backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
-                       intervention=hooks.logits, patch=hooks.patch, progress=progress,
+                       intervention=hooks.logits, patch=hooks.patch,
+                       progress=_staged(progress, f"{chosen.name} samples"),
                        on_question=write)
         return len(todo)
 
 
-def check_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question],
-                 spec: SamplingSpec, *, split: str, strategy: str | Strategy = "identity",
-                 strategy_options: dict | None = None, max_batch: int | None = None,
-                 backend: Backend | None = None) -> SampleRun:
-    """The sampling run of :func:`run_sample`, checked whole and written nowhere: the strategy
-    against the backend's capabilities, the first prompt within the model's context."""
-    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
-    chosen = _chosen(strategy, strategy_options, backend.capabilities)
-    spec = spec if spec.stop else replace(spec, stop=task.stop)
-    check_first_prompt(loaded, task, questions, spec.max_new_tokens)
-    return SampleRun(loaded, task, questions, spec, split, chosen, backend)
-
-
-def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               spec: SamplingSpec, *, split: str, strategy: str | Strategy = "identity",
-               strategy_options: dict | None = None, greedy_store: RunStore | None = None,
-               max_batch: int | None = None, progress: ProgressCallback | None = None,
-               backend: Backend | None = None) -> int:
-    """Sample ``spec.m`` responses for every question not yet in ``store``; grade and store.
-
-    ``spec`` holds every sampling setting (a spec without stop strings takes the task's);
-    ``strategy_options`` override the settings of the strategy named ``strategy``, which may
-    also be one that :func:`build_strategy` built and checked already. Greedy decodes a strategy
-    needs are read from (and, when missing, decoded into) ``greedy_store``, by default ``store``
-    itself. All-Zero samples nothing: it stores ``m`` empty, incorrect responses per question
-    with ``finish="synthetic"``. ``backend`` samples (default: the HF engine on
-    ``loaded.model``); the store records it and its noise scheme, so a resume by another backend
-    is refused. The run is checked whole (:func:`check_sample`) before ``store`` records it.
-
-    Returns
-    -------
-    int
-        Number of questions sampled by this call (0 when the run was already complete).
-    """
-    run = check_sample(loaded, task, questions, spec, split=split, strategy=strategy,
-                       strategy_options=strategy_options, max_batch=max_batch, backend=backend)
-    return run.into(store, greedy_store=greedy_store, progress=progress)
-
-
 @dataclass(frozen=True)
 class GreedyRun:
-    """Greedy decodes checked whole (:func:`check_greedy`) and not yet recorded anywhere."""
+    """Greedy decodes checked whole (:func:`prepare`) and not yet recorded anywhere.
 
-    loaded: LoadedModel
+    Their fields are recorded as ``greedy_*`` so that a sampling run and its greedy decodes
+    (which RailCap, TED and LNE-blocking reuse) share one run directory.
+    """
+
+    engine: LoadedEngine
     task: Task
     questions: Sequence[Question]
+    spec: SamplingSpec  # m = 1, the token limit and the stop strings
     split: str
-    spec: SamplingSpec  # m = 1, the token limit and the task's stop strings
     strategy: Strategy
-    backend: Backend
 
-    def into(self, store: RunStore, *, progress: ProgressCallback | None = None) -> int:
-        """Record the decodes' ``greedy_*`` configuration in ``store`` and decode every question
-        it lacks; see :func:`run_greedy`. Returns questions decoded."""
-        loaded, task, chosen, backend = self.loaded, self.task, self.strategy, self.backend
+    def into(self, store: RunStore, *, progress: ProgressCallback | None = None,
+             stage: str = "greedy decodes") -> int:
+        """Record the decodes' ``greedy_*`` configuration in ``store`` and decode (with per-step
+        entropies where the backend gives them) every question it lacks, reported to
+        ``progress`` as ``stage``. Returns questions decoded."""
+        task, chosen, backend = self.task, self.strategy, self.engine.backend
         store.check_config({
-            **_base_fields(loaded, backend, task, self.split),
+            **_base_fields(self.engine, task, self.split),
             "greedy_max_new_tokens": self.spec.max_new_tokens, "greedy_strategy": chosen.name,
             "greedy_strategy_config": chosen.config.to_dict(),
         })
@@ -272,8 +370,7 @@ class GreedyRun:
         todo = [q for q in self.questions if q.id not in done]
         if not todo:
             return 0
-        hooks, _ = strategy_hooks(chosen, loaded, task, todo, store, split=self.split, m=1,
-                                  max_new_tokens=self.spec.max_new_tokens, backend=backend)
+        hooks = self.engine.intervention(chosen, m=1)
         if hooks.logits is not None:
             raise UserError(f"strategy {chosen.name!r} edits logits; greedy decodes take "
                             "patches only")
@@ -286,45 +383,62 @@ class GreedyRun:
 
         backend.greedy([task.prompt(q) for q in todo], self.spec,
                        entropies=backend.capabilities.entropies, patch=hooks.patch,
-                       progress=progress, on_question=write)
+                       progress=_staged(progress, stage), on_question=write)
         return len(todo)
 
 
-def check_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], *, split: str,
-                 max_new_tokens: int, strategy: str | Strategy = "identity",
-                 strategy_options: dict | None = None, max_batch: int | None = None,
-                 backend: Backend | None = None) -> GreedyRun:
-    """The greedy decodes of :func:`run_greedy`, checked whole and written nowhere."""
-    backend = backend or HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
-    chosen = _chosen(strategy, strategy_options, backend.capabilities)
-    if chosen.needs_greedy or not chosen.samples_model:
-        raise UserError(f"strategy {chosen.name!r} does not apply to greedy decodes")
-    spec = SamplingSpec(m=1, max_new_tokens=max_new_tokens, stop=task.stop)
-    check_first_prompt(loaded, task, questions, max_new_tokens)
-    return GreedyRun(loaded, task, questions, split, spec, chosen, backend)
+def _python_run(loaded: LoadedModel, task: Task, questions: Sequence[Question],
+                spec: SamplingSpec, *, split: str, strategy: str | Strategy,
+                strategy_options: dict | None, greedy: bool, max_batch: int | None,
+                backend: Backend | None) -> SampleRun | GreedyRun:
+    """The run of :func:`run_sample` or :func:`run_greedy` on a model loaded already."""
+    if backend is None:
+        from zerogap.engine.hf import HFBackend
+
+        backend = HFBackend(loaded.model, loaded.tokenizer, max_batch=max_batch)
+    if not isinstance(strategy, Strategy):
+        strategy = build_strategy(strategy, strategy_options, backend.name)
+    request = RunRequest(loaded.spec, task, split, tuple(questions), strategy, spec,
+                         greedy=greedy, backend=backend.name)
+    return prepare(request, LoadedEngine(loaded, backend))
+
+
+def run_sample(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
+               spec: SamplingSpec, *, split: str, strategy: str | Strategy = PLAIN,
+               strategy_options: dict | None = None, greedy_store: RunStore | None = None,
+               max_batch: int | None = None, progress: ProgressCallback | None = None,
+               backend: Backend | None = None) -> int:
+    """For Python callers holding a loaded model: sample ``spec.m`` responses for every
+    question not yet in ``store``, grade and store them (:class:`SampleRun`).
+
+    ``strategy`` is a name (with ``strategy_options``) or a strategy :func:`build_strategy`
+    built; ``backend`` samples (default: the HF engine on ``loaded.model``); the store records
+    it and its noise scheme, so a resume by another backend is refused. The run is requested
+    and prepared whole (:class:`RunRequest`, :func:`prepare`) before ``store`` records it.
+    Returns questions sampled.
+    """
+    run = _python_run(loaded, task, questions, spec, split=split, strategy=strategy,
+                      strategy_options=strategy_options, greedy=False, max_batch=max_batch,
+                      backend=backend)
+    assert isinstance(run, SampleRun)
+    return run.into(store, greedy_store=greedy_store, progress=progress)
 
 
 def run_greedy(loaded: LoadedModel, task: Task, questions: Sequence[Question], store: RunStore,
-               *, split: str, max_new_tokens: int, strategy: str | Strategy = "identity",
+               *, split: str, max_new_tokens: int, strategy: str | Strategy = PLAIN,
                strategy_options: dict | None = None, max_batch: int | None = None,
                progress: ProgressCallback | None = None, backend: Backend | None = None) -> int:
-    """Greedy-decode (with per-step entropies where ``backend`` gives them) every question not
-    yet in the greedy table.
-
-    Its fields are recorded as ``greedy_*`` so that a sampling run and its greedy decodes (which
-    RailCap, TED and LNE-blocking reuse) share one run directory. Only strategies that need no
-    greedy decode and edit no logits (identity, shortcut) apply; ``strategy`` is a name (with
-    ``strategy_options``) or a built strategy, as for :func:`run_sample`. Returns questions
-    decoded.
-    """
-    run = check_greedy(loaded, task, questions, split=split, max_new_tokens=max_new_tokens,
-                       strategy=strategy, strategy_options=strategy_options,
-                       max_batch=max_batch, backend=backend)
+    """:func:`run_sample`'s twin for greedy decodes (:class:`GreedyRun`): only strategies that
+    need no greedy decode and edit no logits (identity, shortcut) apply. Returns questions
+    decoded."""
+    run = _python_run(loaded, task, questions, SamplingSpec(m=1, max_new_tokens=max_new_tokens),
+                      split=split, strategy=strategy, strategy_options=strategy_options,
+                      greedy=True, max_batch=max_batch, backend=backend)
     return run.into(store, progress=progress)
 
 
 def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokenizer, *,
-               strategy: str | Strategy, strategy_options: dict | None = None) -> int:
+               strategy: Strategy) -> int:
     """A filtering strategy's run made from the plain samples of ``source``: nothing sampled.
 
     A strategy whose decoding is plain sampling (TED: ``Strategy.filters_only``) draws exactly
@@ -334,18 +448,17 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
     ``samples_of`` (the source directory's name). Returns questions added; like the sampling
     runs it resumes, and refuses a source of another strategy or a question without a decode.
     """
-    chosen = _chosen(strategy, strategy_options, None)
-    if not chosen.filters_only:
-        raise UserError(f"strategy {chosen.name!r} changes the decoding; it cannot reuse "
+    if not strategy.filters_only:
+        raise UserError(f"strategy {strategy.name!r} changes the decoding; it cannot reuse "
                         "samples")
     config = source.config()
-    if config.get("strategy") != "identity":
+    if config.get("strategy") != PLAIN:
         raise UserError(f"{source.run_dir} holds a {config.get('strategy')!r} run, not plain "
                         "samples")
     store.check_config({
         **{k: v for k, v in config.items() if not k.startswith("greedy_")},
-        "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
-        "readout": chosen.readout, "samples_of": source.run_dir.name,
+        "strategy": strategy.name, "strategy_config": strategy.config.to_dict(),
+        "readout": strategy.readout, "samples_of": source.run_dir.name,
     })
     done = store.completed_questions()
     greedy = greedy_store.greedy()
@@ -356,9 +469,10 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
     missing = [q for q in grouped if q not in greedy]
     if missing:
         raise UserError(f"{greedy_store.run_dir} lacks the greedy decode of {missing[0]} (and "
-                        f"{len(missing) - 1} more) that {chosen.name} filters against")
+                        f"{len(missing) - 1} more) that {strategy.name} filters against")
     for qid, rows in grouped.items():
-        extra = chosen.sample_stats(greedy[qid].text, [r.text for r in rows], tokenizer)
+        extra = strategy.sample_stats(greedy[qid].text, [r.text for r in rows], tokenizer)
         store.add_samples([replace(r, stats={**r.stats, **more})
                            for r, more in zip(rows, extra, strict=True)])
     return len(grouped)
+

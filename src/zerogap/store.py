@@ -440,6 +440,16 @@ class RunStore:
             for r in rows
         ])
 
+    def truncation(self, table: str = "samples") -> tuple[int, int]:
+        """``(cut, total)``: how many of the stored responses (``"samples"`` or ``"greedy"``
+        decodes) hit the token limit (finish ``"length"``), and how many are stored."""
+        if table not in ("samples", "greedy"):
+            raise ValueError(f"table must be samples or greedy, got {table!r}")
+        with self._guard():
+            cut, total = self._con.execute(
+                f"SELECT COALESCE(SUM(finish = 'length'), 0), COUNT(*) FROM {table}").fetchone()
+        return int(cut), int(total)
+
     def samples(self) -> Iterator[SampleRow]:
         """All samples, questions in the order they were stored, samples in index order."""
         query = """

@@ -52,6 +52,9 @@ from zerogap.registry import Registry
 
 STRATEGY_ENTRY_POINTS = "zerogap.strategies"
 
+PLAIN = "identity"
+"""The strategy that samples the model as it is: every other is measured against its runs."""
+
 
 @dataclass(frozen=True)
 class NoSettings(JsonConfig):
@@ -64,13 +67,16 @@ class PrepareContext:
 
     ``m``: samples per question; ``greedy_source``: returns the greedy decode of every question
     of the call, in its order (rows with ``token_ids``, ``text`` and ``entropies``);
-    ``load_model``: model spec -> model (a patch source on the evaluated model's device). Either
-    is None where the caller has none to offer.
+    ``load_model``: model spec -> model (a patch source on the evaluated model's device);
+    ``answer_markers``: the task's answer marker as the evaluated model's token sequences
+    (:func:`zerogap.decoding.specs.answer_marker_ids`). Each is None where the caller has none
+    to offer.
     """
 
     m: int
     greedy_source: Callable[[], Sequence[Any]] | None = None
     load_model: Callable[[str], Any] | None = None
+    answer_markers: Callable[[], tuple[tuple[int, ...], ...]] | None = None
     _rows: list | None = field(default=None, init=False, repr=False)
 
     def greedy(self) -> list:
@@ -93,6 +99,13 @@ class PrepareContext:
                 f"{qid} (and {len(missing) - 1} more) has none"
             )
         return [r.entropies for r in rows]
+
+    def markers(self, strategy: str) -> tuple[tuple[int, ...], ...]:
+        """The answer marker's token sequences (RailCap's ``protect="answer"``)."""
+        if self.answer_markers is None:
+            raise UserError(f"strategy {strategy} needs the task's answer marker, which this "
+                            "call does not offer")
+        return self.answer_markers()
 
     def model(self, spec: str) -> Any:
         """The model ``spec`` names (the shortcut strategy's patch source)."""
@@ -119,6 +132,13 @@ class Strategy:
         Its readout kind (:func:`zerogap.readout.check_readout`), recorded with its runs.
     requires : tuple of str
         Backend capabilities it needs (:class:`zerogap.engine.base.Capabilities` fields).
+    needs_neurons : bool
+        Patches located neurons from a patch source (shortcut): whoever runs it locates the
+        neuron list and hands it over with :meth:`neuron_settings` (a study does, on its leaked
+        questions), so its user gives neither.
+    task_setting_records : dict
+        Each setting :meth:`task_settings` gives, by the key a study records its value under
+        for the report (LNE-blocking: ``t_task`` -> ``lne_t_task``).
     """
 
     config_class: ClassVar[type[Any]] = NoSettings
@@ -128,14 +148,31 @@ class Strategy:
     filters_only: ClassVar[bool] = False
     readout: ClassVar[str] = "plain"
     requires: ClassVar[tuple[str, ...]] = ()
+    needs_neurons: ClassVar[bool] = False
+    task_setting_records: ClassVar[dict[str, str]] = {}
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
         self.config: Any = config  # an instance of the subclass's config_class
 
+    @classmethod
+    def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
+        """Settings the strategy takes from the task it runs on, over ``questions`` of
+        ``split``, where its user sets none (LNE-blocking's T_task, scaled by the reference
+        solutions' length); none by default."""
+        return {}
+
+    @classmethod
+    def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:
+        """The settings handing a strategy that ``needs_neurons`` its located neuron list (a
+        path, or the name a run directory is named by) and the model spec of its patch
+        source."""
+        raise NotImplementedError(f"{cls.__name__} patches no neurons")
+
     def check_inputs(self) -> None:
         """Raise ``ValueError``/``FileNotFoundError`` if an input the strategy reads is unusable;
-        called before anything is loaded or written."""
+        called before anything is loaded or written. What it reads it keeps for
+        :meth:`prepare`."""
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         """The intervention for one engine call over ``ctx``'s questions, asking ``ctx`` for
@@ -160,16 +197,33 @@ class RailCapStrategy(Strategy):
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         trajectories = tuple(tuple(row.token_ids) for row in ctx.greedy())
-        return InterventionSpec(RailCapEdit(trajectories, self.config))
+        markers = ctx.markers(self.name) if self.config.protect == "answer" else ()
+        return InterventionSpec(RailCapEdit(trajectories, self.config, markers))
 
 
 class LNEBlockingStrategy(Strategy):
-    """LNE-blocking (baselines.md §2); floor rounding and sampling at tau are proposals."""
+    """LNE-blocking (docs/baselines.md §2); floor rounding and sampling at tau are proposals."""
 
     config_class = LNEBlockingConfig
     needs_greedy = True
     needs_entropy = True
     requires = ("logits", "entropies")
+    task_setting_records = {"t_task": "lne_t_task"}
+
+    @classmethod
+    def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
+        """``t_task`` for the reference solutions of ``questions``
+        (:func:`zerogap.decoding.blocking.scaled_t_task`); none for a task without reference
+        solutions (``rows``), where the config's default applies."""
+        from zerogap.decoding.blocking import scaled_t_task
+        from zerogap.tasks.prompt import cot_solution
+
+        if not hasattr(task, "rows"):
+            return {}
+        rows = task.rows(split)
+        index = {q.id: i for i, q in enumerate(task.questions(split))}
+        words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
+        return {"t_task": scaled_t_task(sum(words) / len(words))}
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.blocking import blocking_counts, mean_entropy
@@ -182,7 +236,7 @@ class LNEBlockingStrategy(Strategy):
 
 
 class TEDStrategy(Strategy):
-    """TED (baselines.md §1.2): plain sampling, then the edit-distance and duplicate filter."""
+    """TED (docs/baselines.md §1): plain sampling, then the edit-distance and duplicate filter."""
 
     config_class = TEDConfig
     needs_greedy = True
@@ -201,10 +255,19 @@ class TEDStrategy(Strategy):
 
 
 class ShortcutStrategy(Strategy):
-    """Shortcut-neuron patching (baselines.md §3) with a saved neuron list and the base model."""
+    """Shortcut-neuron patching (docs/baselines.md §3): a saved neuron list, the base model."""
 
     config_class = ShortcutConfig
     requires = ("patching",)
+    needs_neurons = True
+
+    def __init__(self, name: str, config: JsonConfig) -> None:
+        super().__init__(name, config)
+        self._neurons: list | None = None  # the list read by check_inputs
+
+    @classmethod
+    def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:
+        return {"neurons": neurons, "base": base}
 
     def check_inputs(self) -> None:
         from zerogap.io.neurons import load_neurons
@@ -219,13 +282,15 @@ class ShortcutStrategy(Strategy):
             raise DataError(f"{self.config.neurons}: the neuron list is empty; strategy "
                             "shortcut would patch nothing")
         check_model_spec(self.config.base)
+        self._neurons = neurons
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.shortcut import scaled_top_k
         from zerogap.io.neurons import load_neurons
 
+        neurons = self._neurons if self._neurons is not None else load_neurons(
+            self.config.neurons)[0]
         base_model = ctx.model(self.config.base)
-        neurons, _ = load_neurons(self.config.neurons)
         top = neurons[: scaled_top_k(self.config, base_model)]
         return InterventionSpec(patch=NeuronPatchSpec(base_model, tuple(top)))
 
@@ -255,7 +320,7 @@ def register_strategy(name: str, **preset: Any) -> Callable[[type[Strategy]], ty
 
 
 for _name, _cls, _preset in (
-    ("identity", IdentityStrategy, {}),
+    (PLAIN, IdentityStrategy, {}),
     ("railcap", RailCapStrategy, {}),
     ("railcap-ban", RailCapStrategy, {"mode": "ban"}),
     ("ted", TEDStrategy, {}),
@@ -292,16 +357,17 @@ def setting_names(name: str) -> list[str]:
     return sorted(f.name for f in dataclasses.fields(strategy_class(name).config_class))
 
 
-def parse_overrides(name: str, pairs: Sequence[str]) -> dict[str, Any]:
+def parse_overrides(name: str, pairs: Sequence[str], *, option: str = "--set") -> dict[str, Any]:
     """Turn ``["key=value", ...]`` into typed overrides for strategy ``name``.
 
     Raises :class:`UserError` for a pair without ``=``, an unknown key (listing the known ones),
-    a repeated key, or a value of the wrong type (naming the values allowed).
+    a repeated key, or a value of the wrong type or out of bounds (naming ``option`` and the
+    key as the user typed them, and the values allowed).
 
     Examples
     --------
     >>> parse_overrides("ted", ["tau=3", "dedup=false"])
     {'tau': 3, 'dedup': False}
     """
-    return from_strings(strategy_class(name).config_class, parse_pairs("--set", pairs),
-                        owner=f"strategy {name}")
+    return from_strings(strategy_class(name).config_class, parse_pairs(option, pairs),
+                        owner=f"strategy {name}", option=option)

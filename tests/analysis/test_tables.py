@@ -137,7 +137,7 @@ def test_a_split_without_unleaked_questions_is_refused():
 def test_reading_side_never_imports_torch():
     code = ("import sys, zerogap.analysis.report, zerogap.analysis.tables, "
             "zerogap.analysis.figures, zerogap.study.spec, zerogap.study.run, "
-            "zerogap.cli.evaluate; "
+            "zerogap.study.settings, zerogap.cli.evaluate; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,5 +1,6 @@
-"""One flag vocabulary: every flag helped and its default shown, one type per name across
-commands, old spellings still parsing with one note, and the table in docs/flags.md."""
+"""One flag vocabulary: every flag helped and its default shown, one type and one wording per
+name across commands, config-backed flags generated from their fields, errors naming the flag
+typed, typos named in the command's own usage, and the table in docs/flags.md."""
 
 import argparse
 import json
@@ -7,9 +8,9 @@ import json
 import pytest
 
 from zerogap.cli import build_parser, main
-from zerogap.cli.evaluate import _study_from_args
-from zerogap.cli.flags import _commands, add_config_arguments
-from zerogap.engine.base import SamplingSpec
+from zerogap.cli.evaluate import _study_from_args, study_dtype
+from zerogap.cli.flags import _commands, _described, add_config_arguments
+from zerogap.engine.base import EngineOptions, SamplingSpec
 
 
 @pytest.fixture(scope="module")
@@ -40,90 +41,156 @@ def test_every_flag_has_help_and_shows_its_default(commands):
     assert not silent
 
 
-def test_one_name_means_one_kind_of_value_everywhere(commands):
-    """A flag spelled alike in two commands takes the same type, choices and arity."""
+def test_one_name_means_one_kind_of_value_and_one_wording_everywhere(commands):
+    """A flag spelled alike in two commands takes the same type, choices and arity, and is
+    worded alike (its default and bounds may be the command's own)."""
     kinds: dict[str, dict] = {}
+    wordings: dict[str, dict] = {}
     for name, parser in commands.items():
         for action in _flags(parser):
             kind = (getattr(action.type, "__name__", "str"),  # no type: a string
                     None if action.choices is None else tuple(action.choices), action.nargs,
-                    type(action).__name__)
+                    next(c.__name__ for c in type(action).__mro__  # argparse's own kind
+                         if c.__module__ == "argparse"))
             for spelling in action.option_strings:
                 kinds.setdefault(spelling, {}).setdefault(kind, []).append(name)
-    clashes = {flag: seen for flag, seen in kinds.items() if len(seen) > 1}
-    assert not clashes
-    # The clashes of issue 23 are gone: each of these names one thing.
+                wordings.setdefault(spelling, {}).setdefault(_described(action)[0], []).append(
+                    name)
+    assert not {flag: seen for flag, seen in kinds.items() if len(seen) > 1}
+    assert not {flag: seen for flag, seen in wordings.items() if len(seen) > 1}
     assert [kind[0] for kind in kinds["--split"]] == ["str"]  # a split name, never a file
-    assert "--split-file" in kinds and "--leaked-ids" in kinds and "--grading" in kinds
     assert "paraphrase" not in sum(kinds["--backend"].values(), [])
+    # The config-backed flags shared by several commands are all there, one wording each.
+    for flag in ("-m", "--seed", "--dtype", "--limit", "--task", "--split", "--neuron-block",
+                 "--calibration-size", "--controls", "--ablation", "--model", "--clean"):
+        assert len(sum(wordings[flag].values(), [])) >= 2, flag
 
 
-@pytest.mark.parametrize(("argv", "dest", "value"), [
-    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "out", "r"),
-    (["greedy", "--model", "m", "--task", "t", "--out", "r", "--max-batch", "3"],
-     "batch_size", 3),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--lmeval-grading", "lmeval-strict"],
-     "grading", "lmeval-strict"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"], "resamples", 9),
-    (["import", "log", "--counts", "x.jsonl"], "out", "x.jsonl"),
-    (["neurons", "--base", "b", "--contaminated", "c", "--uncontaminated", "u", "--task", "t",
-      "--leaked", "l.txt", "--out", "o", "--block-size", "64"], "neuron_block", 64),
-    (["task", "show", "gsm8k", "--index", "0", "--mode", "lmeval-flexible"], "grading",
-     "lmeval-flexible"),
-    (["task", "show", "gsm8k", "--index", "0", "--path", "data", "--k", "2"], "task_option",
-     ["path=data", "k=2"]),
-    (["evaluate", "--task-split", "train"], "split", "train"),
+@pytest.mark.parametrize(("argv", "usage", "named"), [
+    (["sample", "--modle", "X"], "usage: zerogap sample", "--modle"),
+    (["score", "--margn", "3"], "usage: zerogap score", "--margn"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--margn", "3"], "usage: zerogap score",
+     "--margn"),
+    (["runs", "show", "r", "--jsn"], "usage: zerogap runs show", "--jsn"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "stray"], "usage: zerogap score",
+     "stray"),
+    # The spellings a 0.1 package no longer keeps are typos like any other.
+    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "usage: zerogap sample",
+     "--run-dir"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"],
+     "usage: zerogap score", "--bootstrap"),
+    (["evaluate", "--task-split", "train"], "usage: zerogap evaluate", "--task-split"),
+    (["task", "show", "gsm8k", "--path", "data"], "usage: zerogap task show", "--path"),
 ])
-def test_an_old_spelling_still_parses_with_one_note(argv, dest, value, capsys):
-    args = build_parser().parse_args(argv)
-    got = getattr(args, dest)
-    assert (str(got) if dest in ("out", "leaked_ids") else got) == value
-    notes = capsys.readouterr().err.splitlines()
-    old = [word for word in argv if word.startswith("--")]
-    renamed = [line for line in notes if "is now" in line]
-    assert renamed and all(line.startswith("zerogap: note: --") for line in renamed)
-    assert any(flag in renamed[0] for flag in old)
+def test_a_typo_is_named_in_the_commands_own_usage(argv, usage, named, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert err.rstrip().endswith(f"error: unrecognized arguments: {named}"), err
 
 
-def test_the_new_spelling_prints_no_note(capsys):
-    build_parser().parse_args(["sample", "--model", "m", "--task", "t", "--out", "r",
-                               "--batch-size", "4"])
-    assert capsys.readouterr().err == ""
+def test_abbreviations_and_values_that_look_like_options_still_parse():
+    args = build_parser().parse_args(["sample", "--mod", "m", "--task", "t", "--out", "r",
+                                      "-m5", "--temperature=0.5", "--system-instruction",
+                                      "- a dash and spaces", "--seed", "3"])
+    assert (args.model, args.m, args.temperature, args.seed) == ("m", 5, 0.5, 3)
+    assert args.system_instruction == "- a dash and spaces"
 
 
-def test_task_show_reads_old_option_flags_as_task_options(capsys):
-    assert main(["task", "show", "arith", "--index", "1", "--task-option", "k=2"]) == 0
-    new = capsys.readouterr()
-    assert main(["task", "show", "arith", "--index", "1", "--k", "2"]) == 0
-    old = capsys.readouterr()
-    assert old.out == new.out and new.err == ""
-    assert "--k is now --task-option k=VALUE" in old.err
-    assert main(["task", "show", "arith", "--index", "1", "--task-option", "mode=anchor",
-                 "--grading", "lmeval-strict"]) == 2
-    assert "give the grading mode once" in capsys.readouterr().err
+@pytest.mark.parametrize(("argv", "message"), [
+    (["sample", "-m", "-3"], "-m must be at least 1, got -3"),
+    (["sample", "-T", "50"], "-T must be at most 10.0, got 50.0"),
+    (["sample", "--temperature", "50"], "--temperature must be at most 10.0, got 50.0"),
+    (["sample", "--strategy", "railcap", "--set", "n=0"], "--set n: must be at least 1, got 0"),
+    (["sample", "--task-option", "k=-1"], "--task-option k: must be at least 0, got -1"),
+    (["sample", "--tensor-parallel-size", "0"],
+     "--tensor-parallel-size must be at least 1, got 0"),
+])
+def test_errors_name_the_flag_the_user_typed(tmp_path, capsys, argv, message):
+    command, *rest = argv
+    out = tmp_path / "run"
+    code = main([command, "--model", str(tmp_path / "no-model"), "--task", "arith", "--out",
+                 str(out), *rest])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"zerogap {command}: error: {message}\n"
+    assert not out.exists()
 
 
-def test_evaluate_reads_an_old_split_file_argument_as_the_split_file(tmp_path, capsys):
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-m", "1"], "-m must be at least 2, got 1"),
+    (["--limit", "0"], "--limit must be at least 1, got 0"),
+    (["--neuron-block", "-1"], "--neuron-block must be at least 0, got -1"),
+])
+def test_a_study_flag_is_named_before_the_study_file_is_read(tmp_path, capsys, argv, message):
+    study = tmp_path / "study.toml"
+    study.write_text('out = "s"\nm = 4\n[[setting]]\nclean = "a"\ncontaminated = "b"\n'
+                     'task = "arith"\n')
+    if argv[0] == "--limit":  # a setting flag: with the flags, not the file
+        code = main(["evaluate", "--clean", "a", "--contaminated", "b", "--task", "arith",
+                     "--out", str(tmp_path / "s"), *argv])
+    else:
+        code = main(["evaluate", str(study), *argv])
+    assert code == 2 and capsys.readouterr().err == f"zerogap evaluate: error: {message}\n"
+
+
+def test_strategy_labels_keep_their_settings_whole(tmp_path):
+    argv = ["evaluate", "--clean", "cl", "--contaminated", "co", "--task", "arith", "--out",
+            str(tmp_path / "s"), "--strategies", "identity,railcap:n=3,mode=ban,all-zero"]
+    study, _ = _study_from_args(build_parser().parse_args(argv))
+    assert study.strategies == ("identity", "railcap:n=3,mode=ban", "all-zero")
+
+
+def test_the_setting_flags_build_the_same_setting_as_a_study_file(tmp_path):
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"leaked": ["a"], "unleaked": ["b"]}))
     argv = ["evaluate", "--clean", "cl", "--contaminated", "co", "--task", "arith",
-            "--out", str(tmp_path / "study")]
-    old, _ = _study_from_args(build_parser().parse_args([*argv, "--split", str(split)]))
-    assert "reads as --split-file" in capsys.readouterr().err
-    new, _ = _study_from_args(build_parser().parse_args([*argv, "--split-file", str(split)]))
-    assert old.settings[0].split_file == new.settings[0].split_file == str(split.resolve())
-    assert old.settings[0].task_split == new.settings[0].task_split == "test"
-    train, _ = _study_from_args(build_parser().parse_args([*argv, "--split", "train"]))
-    assert train.settings[0].task_split == "train" and train.settings[0].split_file is None
+            "--task-option", "k=1", "--split", "train", "--split-file", str(split),
+            "--limit", "4", "-m", "3", "--controls", "--out", str(tmp_path / "s")]
+    study, out = _study_from_args(build_parser().parse_args(argv))
+    setting = study.settings[0]
+    assert (setting.name, setting.task_split, setting.limit) == ("setting", "train", 4)
+    assert setting.split_file == str(split.resolve()) and setting.task_options == {"k": 1}
+    assert study.m == 3 and study.all_controls and not study.ablation
+    assert study.temperature == SamplingSpec().temperature  # not given: the declared default
 
 
-def test_config_flags_take_their_type_bounds_and_default_from_the_field():
+def test_dtype_is_what_the_folder_records_else_auto(tmp_path):
+    """``evaluate`` without --dtype resumes a study folder in the dtype it was made in (a study
+    made when float32 was evaluate's default keeps its runs); a new folder samples in auto."""
+    from zerogap.engine.base import concrete_dtype
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "study.json").write_text(json.dumps({"format": "zerogap-study"}))  # no dtype key
+    assert study_dtype(None, old, "hf", "cpu") == "float32"
+    (old / "study.json").write_text(json.dumps({"dtype": "bfloat16"}))
+    assert study_dtype(None, old, "hf", "cpu") == "bfloat16"
+    assert study_dtype("float32", old, "hf", "cpu") == "float32"  # the flag wins
+    assert study_dtype(None, tmp_path / "new", "hf", "cpu") == concrete_dtype("auto", "hf",
+                                                                              "cpu")
+
+
+def test_dtype_defaults_to_auto_in_every_command(commands):
+    for name in ("sample", "greedy", "evaluate", "demo"):
+        dtype = next(a for a in commands[name]._actions if a.dest == "dtype")
+        assert dtype.default is None and "else auto" in dtype.help, name
+
+
+def test_config_flags_take_their_spelling_type_bounds_and_default_from_the_field():
     parser = argparse.ArgumentParser()
-    add_config_arguments(parser, SamplingSpec, ("m", "top_p"), flags={"m": ("-m",)})
-    m, top_p = (a for a in parser._actions if a.dest in ("m", "top_p"))
+    add_config_arguments(parser, SamplingSpec, ("m", "top_p", "temperature"))
+    add_config_arguments(parser, EngineOptions, ("max_batch", "vllm_options"))
+    m, top_p, temperature, batch, vllm = (a for a in parser._actions if a.dest in (
+        "m", "top_p", "temperature", "batch_size", "vllm_option"))
+    assert m.option_strings == ["-m"] and temperature.option_strings == ["-T", "--temperature"]
+    assert batch.option_strings == ["--batch-size"] and vllm.option_strings == ["--vllm-option"]
     assert m.type is int and m.default == 50 and "(>= 1 and <= 65536)" in m.help
     assert top_p.type is float and top_p.default is None and "(default none)" in top_p.help
-    assert parser.parse_args(["-m", "7"]).m == 7
+    args = parser.parse_args(["-m", "7", "--vllm-option", "a=1", "--vllm-option", "b=x"])
+    assert args.m == 7 and args.vllm_option == ["a=1", "b=x"]
+    assert args.typed_flags == {"m": "-m", "vllm_options": "--vllm-option"}
     unset = argparse.ArgumentParser()
     add_config_arguments(unset, SamplingSpec, ("m",), unset=True, note=", or the file's")
     assert unset.parse_args([]).m is None

@@ -76,7 +76,9 @@ def ranked(folders, leaked, tmp_path_factory):
     return out
 
 
-def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
+def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys, monkeypatch):
+    from zerogap.io import neurons
+
     out = ranked
     record = json.loads(out.read_text())
     assert sorted(map(tuple, record["neurons"])) == [(0, i) for i in range(128)]
@@ -86,11 +88,15 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys):
     assert meta["contaminated"]["spec"] == folders["con"] and meta["block_size"] == 32
     assert not out.with_name(out.name + ".journal.jsonl").exists()
     run_dir = tmp_path / "run"
+    reads = []
+    load = neurons.load_neurons
+    monkeypatch.setattr(neurons, "load_neurons", lambda path: reads.append(path) or load(path))
     assert main(["sample", "--model", folders["con"], "--task", Sums.name, "-m", "2",
                  "--max-new-tokens", "4", "--strategy", "shortcut", "--set",
                  f"neurons={out}", "--set", f"base={folders['base']}", "--out",
                  str(run_dir), "--quiet"]) == 0, capsys.readouterr().err
     assert (run_dir / "run.sqlite").exists()
+    assert reads == [str(out)]  # checked before the model loads, and that list is patched
 
 
 def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):
@@ -185,3 +191,17 @@ def test_location_reports_every_decode_of_every_pass(make_tiny_llama, smol_token
                    progress=lambda event: calls.append((event.done, event.total)))
     assert calls[0] == (0, 22) and {total for _, total in calls} == {22}
     assert [done for done, _ in calls] == list(range(23))
+
+
+def test_a_block_size_that_does_not_divide_the_width_is_stated_and_used(folders, leaked,
+                                                                        ranked, tmp_path,
+                                                                        capsys):
+    """``--neuron-block 30`` on an MLP width of 128: the run says, before the search and under
+    --quiet, that it uses blocks of 32 (the nearest divisor), and ranks as blocks of 32 do."""
+    out = tmp_path / "neurons.json"
+    assert main(neurons_argv(folders, leaked, out, "--neuron-block", "30")) == 0
+    err = capsys.readouterr().err
+    assert ("zerogap neurons: note: blocks of 32 neurons, the divisor of the MLP width 128 "
+            "nearest to --neuron-block 30") in err
+    got, want = json.loads(out.read_text()), json.loads(ranked.read_text())
+    assert got["neurons"] == want["neurons"] and got["meta"]["block_size"] == 32

@@ -110,9 +110,9 @@ def test_bad_settings_fail_with_one_line_before_loading(tmp_path, capsys, regist
     base = ["sample", "--model", "embedded", "--task", Items.name, "--out",
             str(tmp_path / "r"), "--quiet", "--strategy", "railcap"]
     assert main([*base, "--set", "n=four"]) == 2
-    assert "strategy railcap: n must be an integer, got 'four'" in capsys.readouterr().err
+    assert "--set n: must be an integer, got 'four'" in capsys.readouterr().err
     assert main([*base, "--set", "mode=clip"]) == 2
-    assert "mode must be one of 'cap', 'ban', got 'clip'" in capsys.readouterr().err
+    assert "--set mode: must be one of 'cap', 'ban', got 'clip'" in capsys.readouterr().err
     assert main([*base, "--set", "temperature=1.0"]) == 2  # the run's -T is the only one
     assert "strategy railcap has no option 'temperature'" in capsys.readouterr().err
     shortcut = [*base[:-1], "shortcut", "--set", "base=embedded"]

@@ -21,19 +21,23 @@ def engine_view(input_ids):
             torch.arange(rows) // M, torch.arange(rows) % M)
 
 
-@pytest.mark.parametrize("mode", ["cap", "ban"])
-def test_railcap_processor_matches_hook_on_random_steps(mode):
+@pytest.mark.parametrize(("mode", "protect"), [("cap", "none"), ("ban", "none"),
+                                               ("cap", "answer")])
+def test_railcap_processor_matches_hook_on_random_steps(mode, protect):
     gen = torch.Generator().manual_seed(1)
     trajectories = [[3, 4, 5, 3, 4, 6, 7], [1, 1, 1, 2]]
-    config = RailCapConfig(n=2, mode=mode)
+    config = RailCapConfig(n=2, mode=mode, protect=protect)
+    markers = [[5, 3], [1, 1, 1]] if protect == "answer" else []  # rows 0 and 2 write one
     proc = RailCapLogitsProcessor(trajectories, config, prompt_length=PROMPT_LEN,
-                                  num_return_sequences=M)
-    hook = RailCapHook(trajectories, config, samples_per_question=M)
+                                  num_return_sequences=M, answer_markers=markers)
+    hook = RailCapHook(trajectories, config, samples_per_question=M, answer_markers=markers)
+    unprotected = RailCapHook(trajectories, RailCapConfig(n=2, mode=mode),
+                              samples_per_question=M)
     # Rows walk along their trajectories with a detour, so matches happen and stop.
     generated = torch.tensor([[3, 4, 5, 3, 4, 9], [3, 4, 6, 7, 0, 0], [1, 1, 1, 1, 2, 2],
                               [0, 1, 1, 5, 1, 1]])
     input_ids = torch.cat([torch.randint(0, 10, (4, PROMPT_LEN), generator=gen), generated], 1)
-    changed = 0
+    changed = spared = 0
     for t in range(generated.shape[1] + 1):
         ids = input_ids[:, : PROMPT_LEN + t]
         logits = torch.randn(4, 10, generator=gen)
@@ -43,13 +47,35 @@ def test_railcap_processor_matches_hook_on_random_steps(mode):
         got = proc(ids, logits.clone())
         assert torch.equal(got, expected)
         changed += int((got != logits).any())
-    assert changed >= 3
+        capped = (unprotected(logits.clone(), *engine_view(ids)) != logits).any(-1)
+        spared += int((capped & ~(got != logits).any(-1)).sum())
+    assert changed >= (2 if protect == "answer" else 3)
+    assert (spared > 0) == (protect == "answer")  # the protection was exercised, or not
     assert proc.interventions.tolist() == [
         hook.sample_stats(b // M, b % M)["interventions"] for b in range(4)
     ]
     assert proc.on_trajectory.tolist() == [
         hook.sample_stats(b // M, b % M)["steps_on_trajectory"] for b in range(4)
     ]
+
+
+def test_railcap_processor_called_past_the_prompt_finds_an_earlier_marker():
+    # A fresh processor called once on a prefix (as vLLM's reference calls it) knows that the
+    # marker (5, 3) came before, as one stepped through the prefix does.
+    config = RailCapConfig(n=2, protect="answer")
+    trajectory = [[3, 4, 5, 3, 4, 6, 7]]
+    prefix = torch.tensor([[0] * PROMPT_LEN + [3, 4, 5, 3, 4]])
+    logits = torch.zeros(1, 10)
+    logits[0, 6] = 5.0  # the trajectory's successor of (3, 4)
+    stepped = RailCapLogitsProcessor(trajectory, config, prompt_length=PROMPT_LEN,
+                                     answer_markers=[[5, 3]])
+    for t in range(prefix.shape[1] - PROMPT_LEN + 1):
+        out = stepped(prefix[:, : PROMPT_LEN + t], logits.clone())
+    fresh = RailCapLogitsProcessor(trajectory, config, prompt_length=PROMPT_LEN,
+                                   answer_markers=[[5, 3]])
+    assert torch.equal(fresh(prefix, logits.clone()), out) and out[0, 6] == 5.0
+    plain = RailCapLogitsProcessor(trajectory, RailCapConfig(n=2), prompt_length=PROMPT_LEN)
+    assert plain(prefix, logits.clone())[0, 6] == 0.0  # capped without the protection
 
 
 def test_blocking_processor_matches_hook():

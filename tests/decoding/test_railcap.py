@@ -8,10 +8,13 @@ import torch
 from zerogap.decoding.railcap import (
     RailCapConfig,
     RailCapHook,
+    ends_with_marker,
+    pad_markers,
     pad_trajectories,
     railcap_apply,
     recent_tokens,
 )
+from zerogap.decoding.specs import RailCapEdit
 
 V = 8
 
@@ -171,13 +174,16 @@ def test_core_traces_without_graph_breaks():
         )
         assert report.graph_count == 1 and report.break_reasons == []
 
-    hook = RailCapHook([[1, 2, 3, 4, 5], [2, 3]], RailCapConfig(n=2), samples_per_question=2)
-    torch._dynamo.reset()
-    report = torch._dynamo.explain(hook)(
-        torch.randn(3, V), torch.tensor([[1, 2, -1], [2, 3, 1], [0, 0, 0]]),
-        torch.tensor([2, 2, 3]), rows, torch.tensor([0, 1, 1]),
-    )
-    assert report.graph_count == 1 and report.break_reasons == []
+    for config, markers in ((RailCapConfig(n=2), ()),
+                            (RailCapConfig(n=2, protect="answer"), [[2, 3], [4]])):
+        hook = RailCapHook([[1, 2, 3, 4, 5], [2, 3]], config, samples_per_question=2,
+                           answer_markers=markers)
+        torch._dynamo.reset()
+        report = torch._dynamo.explain(hook)(
+            torch.randn(3, V), torch.tensor([[1, 2, -1], [2, 3, 1], [0, 0, 0]]),
+            torch.tensor([2, 2, 3]), rows, torch.tensor([0, 1, 1]),
+        )
+        assert report.graph_count == 1 and report.break_reasons == []
 
     def syncing(x):
         return railcap_apply(*x, rows=rows)[0].sum().item()
@@ -186,9 +192,65 @@ def test_core_traces_without_graph_breaks():
     assert torch._dynamo.explain(syncing)(args).break_reasons  # the check can fail
 
 
+def test_ends_with_marker_sees_any_form_ending_at_the_last_token():
+    markers = pad_markers([[5, 6, 7], [6, 7]])  # a form and its shorter variant
+    tokens = torch.tensor([[1, 5, 6, 7, 2],    # the long form, then one more token
+                           [6, 7, 0, 0, 0],    # the short one, alone at the start
+                           [1, 6, 2, 7, 0],    # its tokens, not in a row
+                           [1, 2, 6, 7, 0],    # past the row's length: ignored
+                           [1, 2, 3, 6, 7],    # at the end of a full row
+                           [1, 5, 6, 7, 0]])   # the long form at the end
+    lengths = torch.tensor([5, 2, 4, 3, 5, 4])
+    assert ends_with_marker(tokens, lengths, markers).tolist() == [
+        False, True, False, False, True, True]
+    assert ends_with_marker(tokens[:, :0], torch.zeros(6, dtype=torch.long), markers).tolist() \
+        == [False] * 6
+    with pytest.raises(ValueError, match="non-empty"):
+        pad_markers([[1], []])
+
+
+def test_protected_rows_are_on_the_trajectory_but_never_capped():
+    logits = torch.zeros(2, V)
+    logits[:, 3] = 9.0  # successor 3 is the argmax of both rows
+    traj, traj_len = pad_trajectories([[1, 2, 3]])
+    out, on, hit = railcap_apply(logits, torch.tensor([[1, 2], [1, 2]]), traj, traj_len,
+                                 rows=torch.tensor([0, 0]), protected=torch.tensor([True, False]))
+    assert on.tolist() == [True, True] and hit.tolist() == [False, True]
+    assert out[0, 3] == 9.0 and out[1, 3] == 0.0
+
+
+def test_hook_protecting_the_answer_caps_before_the_marker_and_never_after():
+    # Trajectory "1 2 3 8 9 3 4": the marker (8, 9) sits inside it; every window's successor is
+    # the argmax, so an unprotected row on the trajectory is always capped.
+    trajectory = [1, 2, 3, 8, 9, 3, 4]
+    protect = RailCapHook([trajectory], RailCapConfig(n=2, protect="answer"),
+                          samples_per_question=1, answer_markers=[[8, 9]])
+    plain = RailCapHook([trajectory], RailCapConfig(n=2), samples_per_question=1)
+    for t in range(2, len(trajectory)):
+        tokens = torch.tensor([trajectory[:t]])
+        logits = torch.zeros(1, 10)
+        logits[0, trajectory[t]] = 5.0
+        args = (tokens, torch.tensor([t]), torch.tensor([0]), torch.tensor([0]))
+        capped = plain(logits.clone(), *args)[0, trajectory[t]] < 5.0
+        kept = protect(logits.clone(), *args)[0, trajectory[t]] == 5.0
+        assert capped  # Algorithm 1 caps at every step on the trajectory, answer slot included
+        assert kept == (t >= 5), t  # protected from the token right after the marker on
+    assert protect.sample_stats(0, 0) == {"interventions": 3, "steps_on_trajectory": 5}
+
+
+def test_protecting_the_answer_needs_the_markers():
+    with pytest.raises(ValueError, match="answer marker"):
+        RailCapHook([[1, 2, 3]], RailCapConfig(protect="answer"), samples_per_question=1)
+    with pytest.raises(ValueError, match="answer marker"):
+        RailCapEdit(((1, 2, 3),), RailCapConfig(protect="answer"))
+    edit = RailCapEdit(((1, 2, 3),), RailCapConfig(protect="answer"), ((8, 9), (7, 8, 9)))
+    assert edit.request_args(0)["railcap"]["answer_markers"] == [[8, 9], [7, 8, 9]]
+    assert "answer_markers" not in RailCapEdit(((1,),), RailCapConfig()).request_args(0)["railcap"]
+
+
 @pytest.mark.parametrize(
     "kwargs",
-    [{"n": 0}, {"n": 2.0}, {"n": True}, {"mode": "clip"}, {"mode": 1}],
+    [{"n": 0}, {"n": 2.0}, {"n": True}, {"mode": "clip"}, {"mode": 1}, {"protect": "all"}],
 )
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
@@ -198,5 +260,11 @@ def test_config_rejects_bad_values(kwargs):
 def test_config_round_trips_json():
     cfg = RailCapConfig(n=3, mode="ban")
     assert RailCapConfig.from_json(cfg.to_json()) == cfg
+    # A default RailCap's record is the one stored before protect existed (runs compare it on
+    # resume); a protected one records it.
+    assert cfg.to_dict() == {"n": 3, "mode": "ban"}
+    protected = RailCapConfig(protect="answer")
+    assert RailCapConfig.from_json(protected.to_json()) == protected
+    assert protected.to_dict()["protect"] == "answer"
     with pytest.raises(ValueError, match="unknown field"):
         RailCapConfig.from_dict({"n": 3, "tau": 1.0})

@@ -1,4 +1,4 @@
-"""TED's filter and readout on hand-built token sequences (baselines.md §1.2)."""
+"""TED's filter and readout on hand-built token sequences (docs/baselines.md §1)."""
 
 import pytest
 

@@ -40,11 +40,12 @@ def test_built_in_backends_are_registered_and_fill_the_protocol():
 
 
 def test_engine_options_validate_every_field():
-    with pytest.raises(UserError, match="--dtype must be one of"):
+    with pytest.raises(UserError, match="EngineOptions.dtype must be one of"):
         EngineOptions(dtype="float77")
-    with pytest.raises(UserError, match="--device must be a string, got 3"):
+    with pytest.raises(UserError, match="EngineOptions.device must be a string, got 3"):
         EngineOptions(dtype="float77", device=3)
-    with pytest.raises(UserError, match="--tensor-parallel-size must be an integer >= 1, got 0"):
+    with pytest.raises(UserError,
+                       match="EngineOptions.tensor_parallel_size must be at least 1, got 0"):
         EngineOptions(tensor_parallel_size=0)
     assert EngineOptions.from_dict(EngineOptions(max_batch=4).to_dict()).max_batch == 4
 

@@ -3,14 +3,14 @@ takes ``rows / rate(rows)`` seconds, so the rates the sizer reads are the ones w
 
 from __future__ import annotations
 
-from zerogap.engine.hf import _BatchSizer
+from zerogap.engine.batching import BatchSizer
 
 
-def _choose(limit: int, rate, rows_in_call: int = 10_000) -> _BatchSizer:
+def _choose(limit: int, rate, rows_in_call: int = 10_000) -> BatchSizer:
     """Run the sizer as the engine's loop does: rows join up to its size while the call has
     rows queued; a join makes that iteration untimed."""
     now = [0.0]
-    sizer = _BatchSizer(limit, clock=lambda: now[0])
+    sizer = BatchSizer(limit, clock=lambda: now[0])
     live = 0
     while not sizer.done:
         joined = min(sizer.size, rows_in_call) - live

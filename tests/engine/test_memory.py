@@ -16,41 +16,37 @@ from zerogap.engine.memory import available_bytes, cgroup_room, meminfo_availabl
 GIB = 1 << 30
 
 
-def _group(path: Path, **files: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (path / name.replace("__", ".")).write_text(text)
-
-
-def test_v2_room_is_the_tightest_limit_up_the_tree_less_what_cannot_be_dropped(tmp_path):
+def test_v2_room_is_the_tightest_limit_up_the_tree_less_what_cannot_be_dropped(
+        tmp_path, cgroup_folder):
     root = tmp_path / "cgroup"
-    _group(root / "job", memory__max=f"{8 * GIB}\n", memory__current=f"{1 * GIB}\n",
-           memory__stat="anon 1\ninactive_file 0\n")
-    _group(root / "job" / "step", memory__max="max\n", memory__current=f"{3 * GIB}\n",
-           memory__stat=f"anon 5\ninactive_file {2 * GIB}\n")
+    cgroup_folder(root / "job", memory__max=f"{8 * GIB}\n", memory__current=f"{1 * GIB}\n",
+                  memory__stat="anon 1\ninactive_file 0\n")
+    cgroup_folder(root / "job" / "step", memory__max="max\n", memory__current=f"{3 * GIB}\n",
+                  memory__stat=f"anon 5\ninactive_file {2 * GIB}\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("0::/job/step\n")
     # The step has no limit of its own; the job's 8 GiB less its 1 GiB held bounds it.
     assert cgroup_room(root, self_cgroup) == 7 * GIB
-    _group(root / "job" / "step", memory__max=f"{4 * GIB}\n")
+    cgroup_folder(root / "job" / "step", memory__max=f"{4 * GIB}\n")
     # 4 GiB less (3 GiB held - 2 GiB of inactive file cache the kernel can drop).
     assert cgroup_room(root, self_cgroup) == 3 * GIB
 
 
-def test_v1_no_limit_and_a_missing_group_read_as_none_or_the_mount_root(tmp_path):
+def test_v1_no_limit_and_a_missing_group_read_as_none_or_the_mount_root(tmp_path, cgroup_folder):
     root = tmp_path / "cgroup"
     unlimited = str(9223372036854771712)
-    _group(root / "memory", memory__limit_in_bytes=f"{2 * GIB}\n",
-           memory__usage_in_bytes=f"{GIB}\n", memory__stat=f"total_inactive_file {GIB // 2}\n")
-    _group(root / "memory" / "svc", memory__limit_in_bytes=unlimited,
-           memory__usage_in_bytes="0\n")
+    cgroup_folder(root / "memory", memory__limit_in_bytes=f"{2 * GIB}\n",
+                  memory__usage_in_bytes=f"{GIB}\n",
+                  memory__stat=f"total_inactive_file {GIB // 2}\n")
+    cgroup_folder(root / "memory" / "svc", memory__limit_in_bytes=unlimited,
+                  memory__usage_in_bytes="0\n")
     self_cgroup = tmp_path / "self"
     self_cgroup.write_text("5:cpu,cpuacct:/svc\n4:memory:/svc\n0::/\n")
     assert cgroup_room(root, self_cgroup) == 2 * GIB - GIB // 2
     # Inside a cgroup namespace the path names the host's tree: the mount's root is ours.
     self_cgroup.write_text("4:memory:/host/only/path\n")
     assert cgroup_room(root, self_cgroup) == 2 * GIB - GIB // 2
-    _group(root / "memory", memory__limit_in_bytes=unlimited)
+    cgroup_folder(root / "memory", memory__limit_in_bytes=unlimited)
     assert cgroup_room(root, self_cgroup) is None
     assert cgroup_room(root, tmp_path / "no-such-file") is None
 

@@ -10,7 +10,7 @@ from zerogap.decoding.shortcut import NeuronPatch
 from zerogap.engine import attention, greedy, noise, sample
 from zerogap.engine.attention import Questions, cascade, check_supported, key_mask
 from zerogap.engine.cache import RowCache
-from zerogap.engine.hf import _stop_tokens
+from zerogap.engine.stops import stop_tokens
 
 PROMPTS = [f"Q: 1+1=?\nA: 2\n\nQ: 3+4=?\nA: 7\n\nQ: {a}+{b}=?\nA:" for a, b in PAIRS]
 IDS = [f"q{i}" for i in range(len(PROMPTS))]
@@ -321,7 +321,7 @@ def test_sliding_window_models_are_refused_in_one_line(tiny):
 def test_stop_candidates_are_the_tokens_that_can_end_a_stop_string(tiny):
     tok = tiny[1]
     ids = {t: tok.convert_tokens_to_ids(t) for t in ("e", "a", "Ċ")}  # "Ċ" is the newline
-    assert ids["e"] in _stop_tokens(tok, ("e",)) and ids["a"] not in _stop_tokens(tok, ("e",))
-    found = _stop_tokens(tok, ("Answer:",))
+    assert ids["e"] in stop_tokens(tok, ("e",)) and ids["a"] not in stop_tokens(tok, ("e",))
+    found = stop_tokens(tok, ("Answer:",))
     assert tok.convert_tokens_to_ids(":") in found and ids["a"] not in found
-    assert ids["Ċ"] in _stop_tokens(tok, ("\n\n",)) and _stop_tokens(tok, ()) == frozenset()
+    assert ids["Ċ"] in stop_tokens(tok, ("\n\n",)) and stop_tokens(tok, ()) == frozenset()

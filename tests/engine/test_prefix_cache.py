@@ -10,8 +10,8 @@ import torch
 
 from helpers import run_main, sample_args, stored_samples
 from zerogap.engine.attention import prefix_attention
-from zerogap.engine.hf import _Decoder, _weights_state
-from zerogap.engine.prefix_cache import LIMIT_ENV, PrefixCache
+from zerogap.engine.hf import _Decoder
+from zerogap.engine.prefix_cache import LIMIT_ENV, PrefixCache, weights_state
 
 ENGINE = "zerogap.engine"
 
@@ -91,7 +91,7 @@ def _encoded(model, tokenizer, text):
 
 
 def _store(model, folder, limit=1 << 30, fingerprint="f"):
-    return PrefixCache(fingerprint, _weights_state(model), folder, limit)
+    return PrefixCache(fingerprint, weights_state(model), folder, limit)
 
 
 def test_a_hit_gives_the_encoded_bits_and_any_other_key_misses(tiny, tmp_path):
@@ -119,14 +119,14 @@ def test_a_hit_gives_the_encoded_bits_and_any_other_key_misses(tiny, tmp_path):
 
 def test_the_cache_holds_only_for_the_weights_it_was_opened_with(make_tiny_llama):
     model = make_tiny_llama()
-    store = PrefixCache("f", _weights_state(model), "unused", 1 << 20)
-    assert store.holds(_weights_state(model))
+    store = PrefixCache("f", weights_state(model), "unused", 1 << 20)
+    assert store.holds(weights_state(model))
     handle = model.model.layers[0].register_forward_hook(lambda *args: None)
-    assert not store.holds(_weights_state(model))  # a hook the fingerprint does not see
+    assert not store.holds(weights_state(model))  # a hook the fingerprint does not see
     handle.remove()
     with torch.no_grad():
         model.model.norm.weight.mul_(2)  # an in-place change bumps the version
-    assert not store.holds(_weights_state(model))
+    assert not store.holds(weights_state(model))
 
 
 def test_the_folder_keeps_to_its_bound_dropping_the_least_recently_used(tiny, tmp_path):

@@ -5,7 +5,6 @@ would install it; no network), run end to end in a fresh interpreter."""
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,26 +17,11 @@ EXAMPLES = ROOT / "examples"
 HELPERS = ROOT / "tests"  # helpers.py: the byte tokenizer, the tiny Llama, toy-arith
 
 
-def install(example: Path, site: Path) -> None:
-    """What ``pip install`` leaves for entry points: the module and a dist-info with
-    METADATA and entry_points.txt, both from the example's own files."""
-    project = tomllib.loads((example / "pyproject.toml").read_text())["project"]
-    for module in example.glob("*.py"):
-        (site / module.name).write_text(module.read_text())
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
-                                   f"Version: {project['version']}\n")
-    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
-             for group, entries in project["entry-points"].items()]
-    (info / "entry_points.txt").write_text("\n".join(lines))
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site-packages")
     for example in ("no-stutter", "generate-backend"):
-        install(EXAMPLES / example, folder)
+        helpers.install_example(EXAMPLES / example, folder)
     return folder
 
 
@@ -85,7 +69,7 @@ def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, 
     common = ("--model", str(model_dir), "--task", "toy-arith", "--limit", "3",
               "--max-new-tokens", "12", "-m", "4", "--dtype", "float32", "--quiet")
     ran = zerogap(site, "sample", *common, "--backend", "hf-generate",
-                  "--run-dir", str(tmp_path / "run"))
+                  "--out", str(tmp_path / "run"))
     assert ran.returncode == 0, ran.stderr
     with RunStore(tmp_path / "run", create=False) as store:
         config = store.config()
@@ -94,7 +78,7 @@ def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, 
     assert sorted({r.question_id for r in samples}) == ["test-0", "test-1", "test-2"]
     assert len(samples) == 12 and all(r.n_tokens <= 12 for r in samples)
     refused = zerogap(site, "sample", *common, "--backend", "hf-generate", "--strategy",
-                      "no-stutter", "--run-dir", str(tmp_path / "refused"))
+                      "no-stutter", "--out", str(tmp_path / "refused"))
     assert refused.returncode == 2
     assert "strategy no-stutter needs logits support" in refused.stderr
     assert not (tmp_path / "refused").exists()

@@ -48,7 +48,7 @@ def test_a_bad_strategy_setting_is_one_line_with_exit_code_2(tiny_dir, make_task
                      "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("zerogap lm-eval: error: strategy railcap: mode") and "sideways" in last
+    assert last.startswith("zerogap lm-eval: error: --model_args mode:") and "sideways" in last
 
 
 def test_help_says_what_zerogap_adds_then_shows_the_harnesss(tmp_path):

@@ -51,7 +51,7 @@ def test_generation_settings_map_onto_the_sampling_spec_or_are_refused():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ({"strategy": "railcap", "n": 0}, "n must be"),
+    ({"strategy": "railcap", "n": 0}, "--model_args n: must be at least 1, got 0"),
     ({"strategy": "railcap", "window": 3}, "window"),
     ({"strategy": "ted"}, r"strategy ted \(readout ted-kept\)"),
     ({"strategy": "all-zero"}, "strategy all-zero"),

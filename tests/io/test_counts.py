@@ -45,6 +45,27 @@ def test_counts_outcomes_and_long_shapes_read_the_same(tmp_path):
     np.testing.assert_array_equal(run.first, [0, 1])  # sample 0 is first, whatever the row order
 
 
+def test_a_counts_file_is_read_from_disk_once(tmp_path, monkeypatch):
+    # The reader looks at the text to tell JSONL from CSV, then parses that same text: a file
+    # read twice costs twice (inputs may be hundreds of MB) and could change in between.
+    import zerogap.io.files as files
+
+    reads = []
+    real = files.read_bytes
+
+    def counted(path, **kwargs):
+        reads.append(path)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(files, "read_bytes", counted)
+    for name, text in (("c.jsonl", jsonl({"id": "a", "correct": 1, "samples": 2})),
+                       ("c.csv", "id,correct,samples\na,1,2\n")):
+        reads.clear()
+        run = read_counts(write(tmp_path, name, text))
+        assert run.ids == ("a",) and run.correct.tolist() == [1]
+        assert len(reads) == 1, f"{name} read {len(reads)} times"
+
+
 def test_write_then_read_round_trips(tmp_path):
     path = tmp_path / "out.jsonl"
     write_counts(path, ["x", 7], [3, 0], [5, 5], first=[1, 0])

@@ -26,7 +26,7 @@ def test_preset_then_explicit_flags_override_it(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--lora-r", "0"], "ContaminationConfig.lora_r must be an integer >= 1"),
+    (["--lora-r", "0"], "--lora-r must be at least 1, got 0"),
     (["--task", "nosuch"], "unknown task 'nosuch'"),
     (["--task", "arith", "--general", "missing.jsonl"], "missing.jsonl"),
     (["--task", "arith", "--leaked", "200"], "leaked=200 must leave both halves non-empty"),

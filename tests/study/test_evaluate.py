@@ -33,7 +33,15 @@ def test_study_samples_every_run_and_writes_the_report(study_dir, reduced_study)
     # every job this invocation ran has its wall time, and the summary states location's share
     assert {"clean", "identity", "shortcut neurons"} <= set(entry["seconds"])
     assert all(v >= 0 for v in entry["seconds"].values())
+    # wall time and job time apart (jobs side by side take less wall than their sum)
+    assert entry["wall_seconds"] > 0
+    time_line = next(line for line in report.checks["tiny-toy"].lines()
+                     if line.startswith("time:"))
+    assert " s wall time, " in time_line and " s summed over the jobs, shortcut-neuron " \
+        "location " in time_line
     assert "shortcut-neuron location" in report.markdown.read_text()
+    # the toy task has no reference solutions: nothing set LNE-blocking's T_task, none stated
+    assert "lne_t_task" not in entry["baselines"]
     ranks = json.loads((out / entry["ranks"]).read_text())
     assert set(ranks["ranks"]) == {f"test-{i}" for i in range(10)}
     assert all(r > 1 for rs in ranks["ranks"].values() for r in rs)
@@ -85,8 +93,9 @@ def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     out, first, _ = study_dir
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     seconds = json.loads((out / "study.json").read_text())["settings"][0]["seconds"]
-    states = []
-    again = evaluate(reduced_study(), out, progress=states.append)
+    states, stages = [], []
+    again = evaluate(reduced_study(), out,
+                     progress=lambda s: states.append(s) or stages.append(s.stage))
     assert states[-1].rows_total == 0 and states[-1].questions_done == 0
     after = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("run.sqlite")}
     assert after.keys() == before.keys()
@@ -95,6 +104,45 @@ def test_rerun_samples_nothing_and_reuses_the_runs(study_dir, reduced_study):
     from zerogap.analysis.report import summary_table
 
     assert summary_table(again) == summary_table(first)
+    # Figure 1's ranks are kept while their inputs are those they were computed from
+    assert stages and not any("Figure 1 ranks" in stage for stage in stages)
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    assert ranks["inputs"] == {"greedy": Path(entry["runs"]["clean greedy"]).name,
+                               "contaminated": reduced_study().settings[0].contaminated}
+    (out / entry["ranks"]).write_text(json.dumps(
+        {**ranks, "inputs": {**ranks["inputs"], "contaminated": "another model"}}))
+    stages.clear()
+    evaluate(reduced_study(), out, progress=lambda s: stages.append(s.stage))
+    assert any("Figure 1 ranks" in stage for stage in stages)
+    assert json.loads((out / entry["ranks"]).read_text()) == ranks
+
+
+def test_a_study_made_before_wall_times_and_ranks_inputs_resumes_as_it_was(study_dir,
+                                                                          reduced_study,
+                                                                          tmp_path):
+    """A study folder whose study.json records no wall time and whose ranks file no inputs
+    (made before either was recorded): its rerun keeps the ranks, records no wall time it
+    cannot know, and states the jobs' time alone."""
+    import shutil
+
+    out = tmp_path / "old"
+    shutil.copytree(study_dir[0], out)
+    record = json.loads((out / "study.json").read_text())
+    entry = record["settings"][0]
+    del entry["wall_seconds"]
+    (out / "study.json").write_text(json.dumps(record))
+    ranks = json.loads((out / entry["ranks"]).read_text())
+    del ranks["inputs"]
+    (out / entry["ranks"]).write_text(json.dumps(ranks))
+    stages = []
+    report = evaluate(reduced_study(), out, progress=lambda s: stages.append(s.stage))
+    assert stages and not any("Figure 1 ranks" in stage for stage in stages)
+    assert json.loads((out / entry["ranks"]).read_text()) == ranks
+    assert "wall_seconds" not in json.loads((out / "study.json").read_text())["settings"][0]
+    time_line = next(line for line in report.checks["tiny-toy"].lines()
+                     if line.startswith("time:"))
+    assert "wall" not in time_line and " s summed over the jobs" in time_line
 
 
 def test_two_workers_run_jobs_side_by_side_and_store_the_same_study(study_dir, reduced_study,
@@ -151,9 +199,10 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     """Run dirs are named by content: another m is another run, the greedy decodes are shared."""
     out, _, _ = study_dir
     study = reduced_study(m=5, strategies=("identity", "railcap"))
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
-    jobs, _, _ = _plan(study, prepare(study)[0], out)
+    jobs, _, _ = plan_setting(study, prepare(study)[0], out)
     todo = {job.label: job.todo for job in jobs}
     assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
     assert todo["clean greedy"] == todo["contaminated greedy"] == 0
@@ -240,7 +289,7 @@ def test_progress_line_redraws_on_its_own_clock():
     import time
 
     from zerogap.cli.evaluate import ProgressLine
-    from zerogap.study.run import StudyProgress
+    from zerogap.study.progress import StudyProgress
 
     stream = io.StringIO()
     line = ProgressLine(stream, every=0.05)
@@ -255,12 +304,13 @@ def test_progress_line_redraws_on_its_own_clock():
 def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path):
     from dataclasses import replace
 
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     study = reduced_study(strategies=("identity",))
     same = replace(study.settings[0], contaminated=study.settings[0].clean)
     study = replace(study, settings=(same,))
-    jobs, _, _ = _plan(study, prepare(study)[0], tmp_path)
+    jobs, _, _ = plan_setting(study, prepare(study)[0], tmp_path)
     greedy = [job for job in jobs if job.kind == "greedy"]
     assert greedy[0].run_dir == greedy[1].run_dir
     assert [job.todo for job in greedy] == [10, 0]
@@ -271,16 +321,18 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     the same folder plans every run anew, while the HF float32 runs keep their names."""
     from dataclasses import replace
 
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
     setting = prepare(study)[0]
     # the design checks are recomputed every time (they read the runs, and cost nothing)
-    jobs = {j.label: j for j in _plan(study, setting, out)[0] if j.kind != "design"}
+    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind != "design"}
     assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        again = {j.label: j for j in _plan(other, setting, out, dtype)[0] if j.kind != "design"}
+        again = {j.label: j for j in plan_setting(other, setting, out, dtype)[0]
+                 if j.kind != "design"}
         assert again.keys() == jobs.keys()
         assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
         assert all(job.todo == 10 for job in again.values())
@@ -342,7 +394,7 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
 
 def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir, reduced_study):
     from zerogap.io.neurons import load_neurons
-    from zerogap.study.run import prepare
+    from zerogap.study.settings import prepare
 
     out, _, _ = study_dir
     (setting,) = prepare(reduced_study())
@@ -358,7 +410,8 @@ def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir,
 
 
 def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
     from zerogap.study.spec import SettingSpec, StudySpec
 
     setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
@@ -366,11 +419,17 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     study = StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
                       ablation=True, m=2)
     (prepared,) = prepare(study)
-    assert prepared.t_task == 2  # 16.2 words a solution against GSM8K's 54.8: 7 -> 2
-    jobs = {job.label: job for job in _plan(study, prepared, tmp_path)[0]}
+    # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it
+    assert prepared.records == {"lne_t_task": 2}
+    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
     assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
+    # only what runs is recorded: no LNE-blocking, no T_task; only its ablation, none taken
+    (without,) = prepare(StudySpec(settings=(setting,), strategies=("identity", "railcap"), m=2))
+    assert without.records == {}
+    (own,) = prepare(StudySpec(settings=(setting,), strategies=("lne-blocking:t_task=7",), m=2))
+    assert own.records == {}
 
 
 def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path,
@@ -417,7 +476,8 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
     from zerogap import models
     from zerogap.engine.base import EngineOptions
     from zerogap.store import RunStore
-    from zerogap.study.run import _plan, prepare
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
 
     study = reduced_study(strategies=("identity", "shortcut"))
     setting = prepare(study)[0]
@@ -435,7 +495,7 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
         assert json.loads((out / "study.json").read_text())["dtype"] == dtype
         assert f"- sampled with the weights in {dtype}" in (out / "report.md").read_text()
         assert f"weights in {dtype}," in (out / "report.html").read_text()
-        planned = [j for j in _plan(study, setting, out, dtype)[0] if j.kind in ("sample",
+        planned = [j for j in plan_setting(study, setting, out, dtype)[0] if j.kind in ("sample",
                                                                                  "greedy")]
         assert planned and all(job.todo == 0 for job in planned)  # made, under these names
         assert {j.run_dir for j in planned} == {p for p in (out / "runs").iterdir()}
@@ -444,5 +504,5 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
                 assert store.config()["dtype"] == dtype, job.label
     float32 = {p.name for p in (tmp_path / "float32" / "runs").iterdir()}
     assert float32.isdisjoint(p.name for p in (tmp_path / "bfloat16" / "runs").iterdir())
-    assert float32 == {j.run_dir.name for j in _plan(study, setting, tmp_path, "float32")[0]
+    assert float32 == {j.run_dir.name for j in plan_setting(study, setting, tmp_path, "float32")[0]
                        if j.kind in ("sample", "greedy")}

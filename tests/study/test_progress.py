@@ -6,7 +6,7 @@ import re
 import time
 
 from zerogap.cli.evaluate import ProgressLine
-from zerogap.study.run import StudyProgress, _Tracker
+from zerogap.study.progress import StudyProgress, Tracker
 
 
 def _seconds(text: str) -> int:
@@ -18,7 +18,7 @@ def _seconds(text: str) -> int:
 def test_the_eta_is_a_rate_of_work_and_does_not_move_between_events():
     seen = []
     state = StudyProgress(rows_total=10)
-    tracker = _Tracker(lambda s: seen.append(s.eta), state)
+    tracker = Tracker(lambda s: seen.append(s.eta), state)
     tracker.stage("s: clean")
     time.sleep(0.05)
     tracker.advance([_Row()] * 2)  # one question of 2 rows
@@ -64,7 +64,7 @@ def test_a_threads_event_hook_runs_at_its_own_events_only():
     import threading
 
     calls = []
-    tracker = _Tracker(None, StudyProgress(rows_total=4))
+    tracker = Tracker(None, StudyProgress(rows_total=4))
     registered = threading.Event()
     go_on = threading.Event()
 

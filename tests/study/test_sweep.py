@@ -8,8 +8,8 @@ import pytest
 import helpers
 from zerogap import cli
 from zerogap.pipelines.contamination import ContaminationConfig, build
-from zerogap.study.run import sweep_settings
 from zerogap.study.spec import SweepSpec, load_study
+from zerogap.study.sweep import sweep_settings
 
 STUDY_FLAGS = ["--strategies", "identity,all-zero", "-m", "2", "--max-new-tokens", "4",
                "--resamples", "50", "--quiet"]

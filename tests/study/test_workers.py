@@ -131,3 +131,60 @@ def test_ctrl_c_ends_the_running_items_and_then_stops():
         run_side_by_side([Path(str(i)) for i in range(6)], [()] * 6, run, 2,
                          interrupted=stop.set)
     assert stop.is_set() and sorted(started) == sorted(ended) and len(started) <= 2
+
+
+def test_local_threads_give_each_job_its_share_and_end_them_at_their_next_event():
+    """The default executor (:class:`LocalThreads`): two jobs side by side each get half of
+    torch's threads (at most the cores this process may use) at their events and the whole
+    again once alone; after a Ctrl-C, each ends at its next event, the interrupted callback has
+    run and the caller gets the interrupt."""
+    import _thread
+
+    import torch
+
+    from zerogap.engine.threads import core_limit
+    from zerogap.study.executor import Node
+    from zerogap.study.workers import LocalThreads
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(4)
+    budget = min(4, core_limit())
+    both = threading.Barrier(2)
+    shares: dict[int, list[tuple[int, int]]] = {}
+    try:
+        def job(item: int, slot) -> None:
+            both.wait(5)
+            slot.event()  # both run now: half each
+            shares[item] = [(slot.index, torch.get_num_threads())]
+            both.wait(5)
+            if item == 1:
+                deadline = time.monotonic() + 5
+                while torch.get_num_threads() != budget and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    slot.event()  # item 0 has ended: the share grows back
+                shares[item].append((slot.index, torch.get_num_threads()))
+
+        LocalThreads(2).run([Node(Path("a")), Node(Path("b"))], job)
+        half = max(1, budget // 2)
+        assert sorted([shares[0][0], shares[1][0]]) == [(0, half), (1, half)]
+        assert shares[1][1][1] == budget and torch.get_num_threads() == 4
+
+        told, started, ended = [], [], []
+
+        def stopping(item: int, slot) -> None:
+            started.append(item)
+            if item == 0:
+                _thread.interrupt_main()  # a Ctrl-C, handed to the main thread
+            try:
+                for _ in range(1000):  # a job reporting its events until told to stop
+                    time.sleep(0.01)
+                    slot.event()
+            finally:
+                ended.append(item)
+
+        with pytest.raises(KeyboardInterrupt):
+            LocalThreads(2).run([Node(Path(str(i))) for i in range(4)], stopping,
+                                interrupted=lambda: told.append(True))
+        assert told == [True] and sorted(ended) == sorted(started) and len(started) <= 2
+    finally:
+        torch.set_num_threads(saved)

@@ -83,7 +83,7 @@ def test_jsonl_missing_paths_and_splits(tmp_path):
         get_task("jsonl", path=single, question_field="")
     with pytest.raises(ValueError, match="unknown grading mode 'exact'"):
         get_task("jsonl", path=single, mode="exact")
-    with pytest.raises(ValueError, match="k must be an integer >= 0, got -2"):
+    with pytest.raises(ValueError, match="k must be at least 0, got -2"):
         get_task("jsonl", path=single, k=-2)
 
 

@@ -36,7 +36,27 @@ QUESTIONS = {
 }
 
 
-class Server:
+class Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 answering with a handler class on its own thread;
+    ``url`` is its endpoint's base URL."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Server(LocalServer):
     """An OpenAI-compatible ``/v1/chat/completions`` server: ``behaviour(question, n)`` gives the
     status and reply to the n-th request for a question (status "sleep": reply after 1 s)."""
 
@@ -46,10 +66,7 @@ class Server:
         self.auth = set()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(Quiet):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.auth.add(self.headers.get("Authorization"))
@@ -69,14 +86,7 @@ class Server:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 NAME = {q: name for name, (q, _) in QUESTIONS.items()}
@@ -221,28 +231,18 @@ def test_local_backend_on_the_embedded_model(tmp_path):
 
 # -- issue 22: secrets across redirects and in URLs, an unset key, the cache's key ---------------
 
-class Redirector:
+class Redirector(LocalServer):
     """A server that answers every request with ``status`` and ``Location: target``."""
 
     def __init__(self, status, target):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(Quiet):
             def do_POST(self):
                 self.send_response(status)
                 self.send_header("Location", target)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 class Recorder(Server):

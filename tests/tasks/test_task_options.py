@@ -22,7 +22,7 @@ def _cases(tmp_path, gsm8k_dir):
     return [
         (["arith", "colour=red"], "task arith has no option 'colour'; known: exemplars, k"),
         (["jsonl"], "task jsonl needs --task-option path=VALUE"),
-        (["arith", "number_ranges=5"], "ArithConfig.number_ranges must be a list, got 5"),
+        (["arith", "number_ranges=5"], "--task-option number_ranges: must be a list, got 5"),
         (["arith", "number_ranges=[[1, 9]]"], "number_ranges entries must be [low, high] with "
                                               "2 <= low <= high, got [1, 9]"),
         (["arith", f"exemplars={tmp_path}"], f"{tmp_path}: is a directory, not a file"),
@@ -64,5 +64,5 @@ def test_task_options_convert_by_their_declared_types():
                      "exemplars": None}
     task = get_task("arith", **typed)
     assert task.config()["number_ranges"] == ((3, 5),) and len(task.questions()) == 4
-    with pytest.raises(ValueError, match=r"task arith: k must be an integer, got 'two'"):
+    with pytest.raises(ValueError, match=r"--task-option k: must be an integer, got 'two'"):
         task_option_values("arith", {"k": "two"})

@@ -61,15 +61,20 @@ def check_rows(calls, reference):
     return checked, changed, plain
 
 
-@pytest.mark.parametrize("mode", ["cap", "ban"])
-def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode):
+@pytest.mark.parametrize(("mode", "protect"), [("cap", False), ("ban", False), ("cap", True)])
+def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode, protect):
     from vllm import SamplingParams
 
     calls = record(zv.RailCapProcessor)
     trajectories = greedy_ids(embedded_llm, PROMPTS)
     calls.clear()
+    # As answer markers, tokens 3-4 of each greedy decode: samples that follow it are protected
+    # from there on, the others are not.
+    markers = [t[3:5] for t in trajectories] if protect else []
+    extra = {"answer_markers": markers} if protect else {}
     params = [SamplingParams(n=4, temperature=0.7, max_tokens=32, seed=11,
-                             extra_args={"railcap": {"trajectory": t, "n": 2, "mode": mode}})
+                             extra_args={"railcap": {"trajectory": t, "n": 2, "mode": mode,
+                                                     **extra}})
               for t in trajectories]
     # The plain request sits between RailCap requests and ends early, so the opted-in rows are
     # first apart (copied out and back) and then, once vLLM condenses its batch, consecutive (a
@@ -79,9 +84,10 @@ def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode):
                           use_tqdm=False)
 
     def reference(settings, prefix, logits):
-        trajectory, n, mode_ = settings
-        proc = RailCapLogitsProcessor([trajectory], RailCapConfig(n=n, mode=mode_),
-                                      prompt_length=1)
+        trajectory, n, mode_, answer_markers = settings
+        config = RailCapConfig(n=n, mode=mode_, protect="answer" if answer_markers else "none")
+        proc = RailCapLogitsProcessor([trajectory], config, prompt_length=1,
+                                      answer_markers=answer_markers)
         return proc(torch.tensor([[0, *prefix]]), logits)
 
     checked, changed, plain_rows = check_rows(calls, reference)
@@ -89,6 +95,10 @@ def test_railcap_in_vllm_equals_the_hf_adapter(embedded_llm, record, mode):
     consecutive = {max(rows) - min(rows) + 1 == len(rows) for rows, _, _ in calls if rows}
     assert consecutive == {True, False}
     assert changed > 0  # the cap was exercised, not vacuous
+    if protect:  # some rows were past their marker, so protection took part
+        assert any(any(prefix[i : i + len(m)] == list(m) for m in settings[3]
+                       for i in range(len(prefix) - len(m) + 1))
+                   for rows, _, _ in calls for settings, prefix in rows.values())
 
 
 def test_lne_blocking_in_vllm_equals_the_hf_adapter(embedded_llm, record):
@@ -113,6 +123,7 @@ def test_bad_extra_args_are_refused_at_admission(embedded_llm):
 
     for bad in ({"railcap": {"trajectory": "1 2 3"}}, {"railcap": {"trajectory": [1], "n": 0}},
                 {"railcap": {"trajectory": [1], "mode": "clip"}},
+                {"railcap": {"trajectory": [1], "answer_markers": [[]]}},
                 {"lne_blocking": {"count": -1}}):
         with pytest.raises((ValueError, VLLMValidationError), match="extra_args"):
             embedded_llm.generate(PROMPTS[:1], SamplingParams(max_tokens=2, extra_args=bad),

@@ -150,7 +150,8 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
 
 def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     """The optional keys the report's checks section reads: the design checks file, the
-    baselines' settings at this scale, the controls' counts and the jobs' wall times."""
+    baselines' settings at this scale, the controls' counts, the jobs' times and their wall
+    time."""
     design = check.get(entry, "design", where, str, optional=True)
     if design is not None:
         check.member(folder, design, f"{where}.design")
@@ -163,9 +164,12 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
     check.members(folder, controls or {}, f"{where}.counts.controls")
     seconds = check.get(entry, "seconds", where, dict, optional=True) or {}
-    for label, value in seconds.items():
+    timed = {f"seconds.{label}": value for label, value in seconds.items()}
+    if entry.get("wall_seconds") is not None:
+        timed["wall_seconds"] = entry["wall_seconds"]
+    for key, value in timed.items():
         if not isinstance(value, _NUMBER) or isinstance(value, bool) or value < 0:
-            raise check.fail(f"{where}.seconds.{label}", "expected a number of seconds >= 0")
+            raise check.fail(f"{where}.{key}", "expected a number of seconds >= 0")
 
 
 def _ranks(path: Path) -> dict[str, list[int]]:

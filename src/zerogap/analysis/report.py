@@ -22,7 +22,7 @@ from pathlib import Path
 from zerogap import __version__
 from zerogap.analysis import figures as figs
 from zerogap.analysis.design import Criterion, read_design
-from zerogap.analysis.findings import PAPER_SA_PPG, Finding, findings
+from zerogap.analysis.findings import PAPER_SA_PPG, AnswerSlot, Finding, answer_slot, findings
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
     ALL_ZERO,
@@ -60,13 +60,17 @@ VERDICT_MEANING = (
 class SettingChecks:
     """A setting's design criteria (empty when the study did not measure them), the paper's
     findings F1-F3 (:mod:`zerogap.analysis.findings`) and its controls: the strategies applied
-    to the clean model, scored against the clean model (None when it ran none)."""
+    to the clean model, scored against the clean model (None when it ran none), with RailCap's
+    collateral damage split between its answer slot and its reasoning steps when both RailCap
+    and its answer-protecting variant ran there."""
 
     design: tuple[Criterion, ...]
     findings: tuple[Finding, ...]
     controls: Scorecard | None
     baselines: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)  # wall time per job, whenever it ran
+    seconds: dict = field(default_factory=dict)  # each job's own time, whenever it ran
+    wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
+    answer_slot: AnswerSlot | None = None
 
     def lines(self) -> list[str]:
         """Plain-text lines: baselines' settings, criteria, findings, controls."""
@@ -87,16 +91,26 @@ class SettingChecks:
             out += [f"  {c.sentence()}" for c in self.design]
         if self.seconds:
             total = sum(self.seconds.values())
-            located = sum(v for k, v in self.seconds.items() if "neurons" in k)
-            out.append(f"time: {total:.0f} s for the study's jobs, shortcut-neuron "
-                       f"location {located:.0f} s ({located / max(total, 1e-9):.0%})")
-        out.append("findings (one-sided paired tests of the mean difference, alpha 0.05):")
-        out += [f"  {f.sentence()}" for f in self.findings]
+            wall = "" if self.wall is None else f"{self.wall:.0f} s wall time, "
+            line = f"time: {wall}{total:.0f} s summed over the jobs"
+            located = [v for k, v in self.seconds.items() if "neurons" in k]
+            if located:
+                line += (f", shortcut-neuron location {sum(located):.0f} s "
+                         f"({sum(located) / max(total, 1e-9):.0%} of the jobs' time)")
+            out.append(line)
+        out.append("findings (one-sided paired tests of the mean difference, alpha 0.05), each "
+                   "with its rule:")
+        for f in self.findings:
+            out.append(f"  {f.sentence()}")
+            if f.rule:
+                out.append(f"    rule: {f.rule}")
         if self.controls is not None:
             out.append("controls on the clean model (collateral damage alone; ~0 is none):")
             for name in self.controls.strategies:
                 ci = self.controls.interval(name, "sa_ppg")
                 out.append(f"  {name}: SA-PPG {ci.estimate:.4f} [{ci.low:.3f}, {ci.high:.3f}]")
+        if self.answer_slot is not None:
+            out.append(f"answer slot: {self.answer_slot.sentence()}")
         return out
 
 
@@ -150,7 +164,8 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
     repeat = card.reference(REPEAT)
     found = findings(card.clean.counts, {r.name: r.counts for r in card.runs},
                      None if repeat is None else repeat.counts, bins=card.bins,
-                     n_resamples=max(scoring.resamples, 1), seed=scoring.seed)
+                     n_resamples=max(scoring.resamples, 1), seed=scoring.seed,
+                     criteria={c.key: c.met for c in design} if design else None)
     controls = entry.get("counts", {}).get("controls") or {}
     card_controls = None
     if controls:
@@ -158,7 +173,8 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
                                            for label, path in controls.items()],
                               replace(scoring, bins=card.bins))
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
-                         entry.get("seconds") or {})
+                         entry.get("seconds") or {}, entry.get("wall_seconds"),
+                         None if card_controls is None else answer_slot(card_controls.gaps))
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
@@ -224,12 +240,17 @@ def _headline(folder: Path, name: str, card: Scorecard, checks: SettingChecks):
         s: bounds(checks.controls, s) for s in checks.controls.strategies}
     fig = figs.headline_figure({s: bounds(card, s) for s in card.strategies}, card.floor.sa_ppg,
                                controls, PAPER_SA_PPG)
-    return (f"SA-PPG per strategy ({name})",
-            "Dots: each strategy on the contaminated model, with its 95% interval over new "
-            "samples of these questions. Squares: the same strategy on the clean model "
-            "(collateral damage alone). Grey band: the noise floor, what two batches of the "
-            "clean model read. Crosses: the paper's values for Llama-2 on GSM8K, for "
-            "orientation only (another model, task and size).",
+    # The caption names only the marks drawn: squares where controls ran, crosses where the
+    # paper reports one of the strategies.
+    caption = ("Dots: each strategy on the contaminated model, with its 95% interval over new "
+               "samples of these questions. "
+               + ("Squares: the same strategy on the clean model (collateral damage alone). "
+                  if controls else "")
+               + "Grey band: the noise floor, what two batches of the clean model read."
+               + (" Crosses: the paper's values for Llama-2 on GSM8K, for orientation only "
+                  "(another model, task and size)." if set(card.strategies) & set(PAPER_SA_PPG)
+                  else ""))
+    return (f"SA-PPG per strategy ({name})", caption,
             figs.save(fig, folder / "figures", f"{slug(name)}-headline"))
 
 
@@ -255,7 +276,8 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]
-        lines += [f"- {f.key} {f.outcome}: {f.claim}" for f in c.findings] + [""]
+        lines += [f"- {f.key} {f.outcome}: {f.claim}" + (
+            f" (not met: {', '.join(f.failed)})" if f.failed else "") for f in c.findings] + [""]
     lines += ["## Design checks, findings and controls", ""]
     for name, c in checks.items():
         lines += [f"**{name}**", "", "```", *c.lines(), "```", ""]

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zerogap import __version__
-from zerogap.config import JsonConfig
+from zerogap.config import JsonConfig, shared_field
 from zerogap.errors import DataError, UserError
 from zerogap.io.counts import QuestionCounts, read_counts
 from zerogap.io.lmeval import (
@@ -79,7 +79,7 @@ class ScoreSettings(JsonConfig):
         "help": "swap patterns of the paired tests (0: no paired tests)", "min": 0})
     level: float = field(default=0.95, metadata={"help": "confidence level", "gt": 0, "lt": 1})
     noise_sims: int = field(default=2000, metadata={"help": "noise-floor simulations", "min": 1})
-    seed: int = field(default=0, metadata={"help": "seed of the tests and draws", "min": 0})
+    seed: int = shared_field("seed", default=0)
     margin: float = field(default=0.05, metadata={
         "help": "equivalence margin of the restoration verdicts", "min": 0})
     paired_null: Literal["sharp", "mean"] = field(default="sharp", metadata={
@@ -181,8 +181,15 @@ class Scorecard:
             strategies[name] = entry
         return strategies
 
+    def truncation(self) -> dict[str, tuple[int, int]]:
+        """``{input name: (responses cut at the token limit, responses counted)}`` of the clean
+        run and each strategy whose counts record it (a run; a counts file it exported)."""
+        return {run.name: (int(run.counts.truncated.sum()), int(run.counts.samples.sum()))
+                for run in (self.clean, *self.runs) if run.counts.truncated is not None}
+
     def to_dict(self) -> dict[str, Any]:
-        """The JSON record: versions, inputs with provenance, settings, metrics, floor, tests."""
+        """The JSON record: versions, inputs with provenance, settings, metrics, floor, tests,
+        and the responses cut at the token limit."""
         inputs: dict[str, Any] = {
             "clean": self.clean.provenance,
             "mitigated": {run.name: run.provenance for run in self.runs},
@@ -202,6 +209,8 @@ class Scorecard:
             "best": self.best,
             "noise_floor": self.floor.to_dict(),
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "truncated": {name: {"responses": cut, "of": total}
+                          for name, (cut, total) in self.truncation().items()},
         }
         if self.subsets:
             out["subsets"] = {sub.label: {"n_questions": sub.n_questions,
@@ -242,6 +251,7 @@ def load_input(name: str, path: str | Path, *, lmeval_grading: str = "anchor") -
             correct=np.array([r["correct"] for r in rows], dtype=np.int64),
             samples=np.array([r["samples"] for r in rows], dtype=np.int64),
             first=np.array([r["first"] for r in rows], dtype=np.int64), provenance=None,
+            truncated=np.array([r["truncated"] for r in rows], dtype=np.int64),
         )
         return ScoredRun(name, counts, run_record(path, config))
     counts = read_counts(path)

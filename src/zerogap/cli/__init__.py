@@ -7,8 +7,10 @@ returning an exit code. Adding a command is adding a module and its name to
 torch at module level, so ``zerogap score`` never loads it.
 
 Errors: zerogap's own (:class:`zerogap.errors.ZerogapError`) are the user's to fix and print as
-one line with exit code 2; anything else is a bug and keeps its traceback. ``--traceback``
-shows the traceback of a user error as well.
+one line with exit code 2, a config field set on the command line named by the flag the user
+typed; anything else is a bug and keeps its traceback. ``--traceback`` shows the traceback of a
+user error as well. A mistyped option is argparse's "unrecognized arguments" in the usage of
+the command it was given to (:class:`zerogap.cli.flags.Parser`), exit code 2.
 """
 
 from __future__ import annotations
@@ -125,19 +127,34 @@ def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[: command + 1], argv[command + 1:]
 
 
+def _fix_threads(threads: int) -> None:
+    """``--threads``: every phase's torch threads (sampling, fine-tunes, neuron location)
+    fixed, as ``ZEROGAP_THREADS`` fixes them, for this process and the ones it starts."""
+    from zerogap.engine.base import EngineOptions
+    from zerogap.engine.threads import ENV
+
+    EngineOptions(threads=threads)  # its declared bounds, in the flag's words
+    os.environ[ENV] = str(threads)
+
+
 def main(argv: list[str] | None = None) -> int:
     own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(own)
     if passed:
         args.passthrough = passed
     try:
+        if getattr(args, "threads", None) is not None:
+            _fix_threads(args.threads)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
         return code
     except ZerogapError as err:
         if args.traceback:
             traceback.print_exc()
-        print(f"zerogap {args.command}: error: {one_line(str(err))}", file=sys.stderr)
+        from zerogap.cli.flags import typed_message
+
+        print(f"zerogap {args.command}: error: {one_line(typed_message(err, args))}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (``zerogap runs show DIR | head``): stop quietly, as Unix tools do,

@@ -12,7 +12,9 @@ import os
 import sys
 import time
 
-from zerogap.cli.flags import add_config_arguments, add_out
+from zerogap.cli.flags import add_config_arguments, add_out, add_quiet, given
+from zerogap.engine.base import EngineOptions
+from zerogap.pipelines.contamination import ContaminationConfig
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
@@ -26,8 +28,10 @@ EXAMPLES = """examples:
   zerogap contaminate --preset laptop --paraphrases pq.jsonl --out runs/laptop-pq  # PQ domain
 """
 
-_SKIP = {"task_options", "sweep_epochs", "sweep_copies", "merge"}
 _SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
+# Every field is a flag of its own but the sweep's two, which --sweep sets together.
+_FLAGS = tuple(f.name for f in dataclasses.fields(ContaminationConfig)
+               if f.name not in _SWEEP_KEYS.values())
 
 
 def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
@@ -40,8 +44,17 @@ def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(f"{key}: expected integers, got {values!r}") from None
 
 
+def add_sweep(parser, *, otherwise: str) -> None:
+    """``--sweep KEY=V,V,...``: contamination strengths, the two sweep fields of
+    :class:`~zerogap.pipelines.contamination.ContaminationConfig` in one flag."""
+    parser.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
+                        help="contamination strengths, one M_co per combination: epochs=1,2,5 "
+                             "copies=1,5,20 (evaluate builds those missing in --models; Table "
+                             f"3 reads across them) (default: {otherwise})")
+
+
 def register(subparsers) -> None:
-    from zerogap.pipelines.contamination import PRESETS, ContaminationConfig
+    from zerogap.pipelines.contamination import PRESETS
 
     p = subparsers.add_parser(
         "contaminate", help="LoRA-train a clean and a contaminated model (paper §5.1)",
@@ -49,46 +62,37 @@ def register(subparsers) -> None:
                     "train-split questions (plus optional general data) and M_co from M_cl with "
                     "the leaked questions mixed in. Resumable: rerun the same command.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-        argument_default=argparse.SUPPRESS,
     )
-    add_out(p, "output folder: split.json, clean/, contaminated/, manifest.json")
+    add_out(p)
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a named preset (default: none, the defaults below)")
-    add_config_arguments(p, ContaminationConfig, [f.name for f in dataclasses.fields(
-        ContaminationConfig) if f.name not in _SKIP], unset=True)
-    p.add_argument("--task-option", action="append", dest="task_options", metavar="KEY=VALUE",
-                   help="task option, converted by its declared type ('zerogap task show'; "
-                        "repeatable)")
-    p.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
-                   help="build one M_co per combination: epochs=1,2,5 copies=1,5,20 (default: "
-                        "one M_co, --epochs and --copies)")
-    p.add_argument("--merge", action="store_true", help="write merged weights, not adapters")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_arguments(p, ContaminationConfig, _FLAGS, unset=True)
+    add_sweep(p, otherwise="one M_co, --epochs and --copies")
+    add_config_arguments(p, EngineOptions, ("threads",))
+    add_quiet(p)
     p.set_defaults(func=_contaminate)
 
 
 def config_from_args(args):
     """The preset (or the defaults) with every flag given on the command line applied."""
     from zerogap.config import parse_pairs
-    from zerogap.pipelines.contamination import ContaminationConfig, preset
+    from zerogap.pipelines.contamination import preset
     from zerogap.tasks import task_option_values
 
-    given = {k: v for k, v in vars(args).items()
-             if k not in ("out", "preset", "quiet", "func", "command", "sweep", "traceback")}
-    for name, values in getattr(args, "sweep", ()) or ():
-        given[name] = values
-    base = preset(args.preset) if getattr(args, "preset", None) else ContaminationConfig()
-    if "task_options" in given:
-        pairs = parse_pairs("--task-option", given["task_options"])
-        given["task_options"] = task_option_values(given.get("task", base.task), pairs)
-    return dataclasses.replace(base, **given)
+    changes = given(args, ContaminationConfig, _FLAGS)
+    changes.update(dict(args.sweep or ()))
+    base = preset(args.preset) if args.preset else ContaminationConfig()
+    if "task_options" in changes:
+        pairs = parse_pairs("--task-option", changes["task_options"])
+        changes["task_options"] = task_option_values(changes.get("task", base.task), pairs)
+    return dataclasses.replace(base, **changes)
 
 
 def _contaminate(args) -> int:
     from zerogap.pipelines.contamination import build
 
     config = config_from_args(args)
-    quiet = getattr(args, "quiet", False)
+    quiet = args.quiet
     if quiet:
         from transformers.utils import logging as hf_logging
 

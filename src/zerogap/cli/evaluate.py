@@ -8,36 +8,27 @@ clean and a contaminated model from the embedded model and evaluates every strat
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import threading
 import time
 from pathlib import Path
 
-from zerogap.cli.contaminate import sweep_item
+from zerogap.cli.contaminate import add_sweep
 from zerogap.cli.flags import (
+    TYPED,
     add_config_arguments,
     add_out,
     add_running_arguments,
-    add_task_arguments,
-    renamed,
+    given,
+    spelling,
 )
-from zerogap.cli.run import (
-    SAMPLING_FLAGS,
-    add_chat_arguments,
-    add_dtype_argument,
-    add_engine_arguments,
-    engine_options,
-)
-from zerogap.cli.score import SCORING, add_scoring_options, score_settings, scoring_changes
-from zerogap.engine.base import (
-    DEFAULT_BACKEND,
-    EngineOptions,
-    SamplingSpec,
-    backend_names,
-    concrete_dtype,
-)
+from zerogap.cli.run import add_dtype_argument, add_engine_arguments, engine_options
+from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
+from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions, WeightDtype
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
+from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec
 
 EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split-file split.json \\
@@ -50,13 +41,16 @@ EXAMPLES = """examples:
   zerogap demo
 """
 
+# The study's fields the flags override (a study file's values otherwise).
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
                "neuron_candidates", "backend")
-SETTING_FLAGS = ("clean", "contaminated", "task", "split", "split_file", "limit", "task_option",
-                 "chat_template", "system_instruction", "models", "sweep")
+# The one setting the flags describe instead of a study file.
+SETTING_FLAGS = ("clean", "contaminated", "base", "task", "task_options", "task_split",
+                 "split_file", "limit", "name", "chat_template", "system_instruction")
 STUDY_FILE_NOTE = ", or the study file's"
 REPORT_SCORING = tuple(name for name in SCORING if name != "paired_null")
+
 
 def register(subparsers) -> None:
     from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS
@@ -65,55 +59,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
                               description=__doc__, epilog=EXAMPLES, formatter_class=fmt)
     p.add_argument("study", nargs="?", type=Path, help="TOML study file (instead of the flags)")
-    g = p.add_argument_group("setting (without a study file)")
-    g.add_argument("--clean", help="clean model M_cl, any --model spec of zerogap sample "
-                                   "(default: none; needed without a study file or --models)")
-    g.add_argument("--contaminated", help="contaminated model M_co (default: none; needed "
-                                          "with --clean)")
-    g.add_argument("--base", default=None, help="base model for shortcut (default: embedded)")
-    add_task_arguments(g, required=False, unset=True)
-    renamed(p, "--task-split", "--split")
-    g.add_argument("--split-file", type=Path, default=None, metavar="FILE",
-                   help='JSON {"leaked": [ids], "unleaked": [ids]} (zerogap contaminate writes '
-                        "it; default: none, every question unstratified)")
-    g.add_argument("--limit", type=int, default=None,
-                   help="first N questions (with a split file: N/2 leaked and N/2 unleaked; "
-                        "default: all)")
-    g.add_argument("--name", default="setting", help="setting name in the tables")
-    add_chat_arguments(g)
+    g = p.add_argument_group("setting (without a study file: --clean, --contaminated, --task)")
+    add_config_arguments(g, SettingSpec, SETTING_FLAGS, unset=True, defaults={"name": "setting"})
     g = p.add_argument_group("contamination strength (instead of --clean/--contaminated/--task)")
-    g.add_argument("--models", type=Path, default=None, metavar="DIR",
-                   help="a zerogap contaminate folder: one setting per M_co variant in it "
-                        "(default: none)")
-    g.add_argument("--sweep", nargs="+", type=sweep_item, default=None, metavar="KEY=V,V,...",
-                   help="variants to evaluate, built in --models when missing: epochs=1,2,5 "
-                        "copies=1,5,20 (Table 3 reads across them; default: those in --models)")
+    add_config_arguments(g, SweepSpec, ("models",), unset=True)
+    add_sweep(g, otherwise="those in --models")
     g = p.add_argument_group("study (override a study file's values)")
-    g.add_argument("--strategies", default=None,
-                   help="comma list; name or name:key=value,... (default identity,ted,"
-                        "lne-blocking,shortcut,railcap,all-zero)")
-    g.add_argument("--ablation", action="store_true", default=None,
-                   help="add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban); "
-                        "LNE-blocking at GSM8K's T_task = 7")
-    g.add_argument("--controls", dest="all_controls", action="store_true", default=None,
-                   help="also apply every strategy (but identity and all-zero) to the clean "
-                        "model: collateral damage alone")
-    add_config_arguments(g, SamplingSpec, ("m", "temperature", "max_new_tokens", "seed"),
-                         flags=SAMPLING_FLAGS, unset=True, note=STUDY_FILE_NOTE)
-    add_scoring_options(p, ("bins", "resamples", "margin", "level"), note=STUDY_FILE_NOTE,
-                        group=g)
-    g.add_argument("--calibration-size", type=int, default=None,
-                   help="questions scoring shortcut neurons, half leaked (default 100)")
-    g.add_argument("--neuron-block", type=int, default=None,
-                   help="neurons per causal block, the nearest divisor of the MLP width "
-                        "(default 512; 0: one MLP layer)")
-    g.add_argument("--neuron-candidates", type=int, default=None,
-                   help="blocks scored causally, by comparative score (default 0: all)")
-    g.add_argument("--backend", choices=backend_names(), default=None,
-                   help="sampling engine of every run: hf (default) or vllm (runs of each "
-                        "backend are kept apart; vllm cannot run shortcut)")
-    add_out(p, "study folder: runs, tables, report (default: the study file's out)",
-            required=False)
+    add_config_arguments(g, StudySpec, STUDY_FLAGS, unset=True, note=STUDY_FILE_NOTE)
+    add_out(p, required=False, otherwise="the study file's out")
     add_running_arguments(p)
     _add_workers_argument(p)
     add_engine_arguments(p)
@@ -127,19 +80,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
-                              "embedded model and evaluate every strategy on them",
+                              "embedded model and evaluate every strategy on them (RailCap's "
+                              "control on the clean model always runs)",
                               epilog=EXAMPLES, formatter_class=fmt)
-    add_out(p, "the demo's folder: models, runs, report", required=False,
-            default=Path("runs/demo"))
-    p.add_argument("--questions", type=int, default=None,
+    add_out(p, required=False, default=Path("runs/demo"))
+    p.add_argument("--questions", type=int, default=DEMO_QUESTIONS, metavar="N",
                    help=f"questions, half leaked (default {DEMO_QUESTIONS}, sized for power)")
-    p.add_argument("-m", type=int, default=None,
-                   help=f"samples per question (default {DEMO_M}, sized for power)")
-    p.add_argument("--controls", action="store_true",
-                   help="every strategy on the clean model too (RailCap's always runs)")
-    p.add_argument("--ablation", action="store_true",
-                   help="RailCap n = 1..8, 12 and ban; LNE-blocking at T_task = 7")
-    add_dtype_argument(p, "auto")
+    add_config_arguments(p, StudySpec, ("m",), defaults={"m": DEMO_M})
+    add_config_arguments(p, StudySpec, ("all_controls", "ablation"), unset=True)
+    add_dtype_argument(p)
     add_running_arguments(p)
     _add_workers_argument(p)
     p.set_defaults(func=_demo)
@@ -207,34 +156,23 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def _old_split_file(args) -> None:
-    """``--split FILE.json`` meant the split file before ``--split`` became the dataset split:
-    read it so, with a note."""
-    if args.split is not None and (args.split.endswith(".json") or Path(args.split).is_file()):
-        print(f"zerogap: note: --split {args.split} reads as --split-file (--split is now the "
-              "task's dataset split)", file=sys.stderr)
-        if args.split_file is None:
-            args.split_file = Path(args.split)
-        args.split = None
-
-
 def _study_from_args(args, notes: list[str] | None = None):
     """The study and its folder from a study file or the flags; lines for the user (an old
-    ``out``, a setting without a split file) go to ``notes``."""
-    from zerogap.config import parse_pairs
-    from zerogap.study.spec import SettingSpec, StudySpec, load_study, unsplit_warnings
+    ``out``, a setting without a split file) go to ``notes``. A flag's value is checked before
+    the file it overrides is read, so that its error names the flag."""
+    from zerogap.config import check_value, parse_pairs
+    from zerogap.study.spec import load_study, unsplit_warnings
     from zerogap.tasks import task_option_values
 
-    _old_split_file(args)
-    scoring_changes(args, ())  # the note on a retired scoring flag
-    overrides = {k: getattr(args, k) for k in STUDY_FLAGS}
-    if overrides["strategies"] is not None:
-        overrides["strategies"] = tuple(s.strip() for s in overrides["strategies"].split(",")
-                                        if s.strip())
+    overrides = given(args, StudySpec, STUDY_FLAGS)
+    for name, value in overrides.items():
+        check_value(StudySpec, name, value)
+    setting = given(args, SettingSpec, SETTING_FLAGS)
     if args.study is not None:
-        given = [f"--{k.replace('_', '-')}" for k in SETTING_FLAGS if getattr(args, k)]
-        if given:
-            raise UserError(f"give a study file or the setting flags, not both ({given[0]})")
+        if setting or args.models is not None or args.sweep:
+            first = next(iter(setting), "models" if args.models is not None else "sweep")
+            raise UserError(f"give a study file or the setting flags, not both "
+                            f"({_flag(args, first)})")
         read: list[str] = []
         study, out = load_study(args.study, notes=read, **overrides)
         if notes is not None:  # the note on an old out is moot when --out replaces it
@@ -244,45 +182,61 @@ def _study_from_args(args, notes: list[str] | None = None):
             raise UserError(f"{args.study}: no 'out' folder; add out = \"...\" or --out DIR")
         return study, out
     if args.models is not None:
-        return _sweep_study(args, overrides), args.out
+        return _sweep_study(args, setting, overrides), args.out
     if args.sweep:
         raise UserError("--sweep needs --models DIR (a zerogap contaminate folder)")
-    missing = [f"--{k}" for k in ("clean", "contaminated", "task", "out")
-               if getattr(args, k) is None]
+    missing = [_flag(args, k) for k in ("clean", "contaminated", "task") if k not in setting]
+    missing += ["--out"] if args.out is None else []
     if missing:
         raise UserError(f"give a study file, --models DIR, or {', '.join(missing)}")
-    setting = SettingSpec(
-        name=args.name, clean=args.clean, contaminated=args.contaminated, task=args.task,
-        base=args.base or "embedded",
-        task_options=task_option_values(args.task, parse_pairs("--task-option", args.task_option)),
-        task_split=args.split or "test",
-        split_file=None if args.split_file is None else str(args.split_file), limit=args.limit,
-        chat_template=args.chat_template, system_instruction=args.system_instruction,
-    )
-    study = StudySpec(settings=(setting,), **{k: v for k, v in overrides.items()
-                                              if v is not None})
+    setting["task_options"] = task_option_values(
+        setting["task"], parse_pairs("--task-option", setting.get("task_options", [])))
+    setting.setdefault("name", "setting")
+    study = StudySpec(settings=(SettingSpec(**setting),), **overrides)
     if notes is not None:
         notes += unsplit_warnings(study)
     return study, args.out
 
 
-def _sweep_study(args, overrides: dict):
-    """``--models DIR [--sweep ...]``: the study whose settings are the folder's variants."""
-    from zerogap.study.spec import StudySpec, SweepSpec
+def _flag(args, name: str) -> str:
+    """How the command line spells study or setting field ``name`` (as typed, if it was)."""
+    for config in (SettingSpec, StudySpec, SweepSpec):
+        if name in {f.name for f in dataclasses.fields(config)}:
+            return getattr(args, TYPED, {}).get(name) or spelling(config, name)[-1]
+    return f"--{name}"
 
-    given = [f"--{k.replace('_', '-')}" for k in ("clean", "contaminated", "task", "split",
-                                                   "split_file", "task_option", "base",
-                                                   "chat_template", "system_instruction")
-             if getattr(args, k)]
-    if given:
-        raise UserError(f"--models DIR gives the models, task and split; drop {given[0]}")
+
+def _sweep_study(args, setting: dict, overrides: dict):
+    """``--models DIR [--sweep ...]``: the study whose settings are the folder's variants."""
+    extra = [name for name in setting if name != "limit"]
+    if extra:
+        raise UserError(f"--models DIR gives the models, task and split; drop "
+                        f"{_flag(args, extra[0])}")
     if args.out is None:
         raise UserError("give --out DIR for the study")
     values = dict(args.sweep or ())
-    sweep = SweepSpec(models=str(args.models), epochs=values.get("sweep_epochs", ()),
-                      copies=values.get("sweep_copies", ()), limit=args.limit)
-    return StudySpec(settings=(), sweep=sweep,
-                     **{k: v for k, v in overrides.items() if v is not None})
+    sweep = SweepSpec(models=args.models, epochs=values.get("sweep_epochs", ()),
+                      copies=values.get("sweep_copies", ()), limit=setting.get("limit"))
+    return StudySpec(settings=(), sweep=sweep, **overrides)
+
+
+def study_dtype(flag: str | None, out: Path, backend: str, device: str | None) -> WeightDtype:
+    """The concrete weight dtype a study samples in: ``flag`` (``--dtype``) when given, else
+    the dtype the study folder ``out`` records (its record, else its runs: a study made before
+    in float32 resumes into its own runs), else ``auto``
+    (:func:`zerogap.engine.base.concrete_dtype`)."""
+    import json
+
+    from zerogap.analysis.folder import STUDY_FILE
+    from zerogap.cli.run import run_dtype
+    from zerogap.engine.base import concrete_dtype
+
+    record = out / STUDY_FILE
+    if flag is None and record.is_file():
+        recorded = json.loads(record.read_text(encoding="utf-8")).get("dtype", "float32")
+        return concrete_dtype(recorded, backend, device)
+    runs = sorted((out / "runs").iterdir()) if (out / "runs").is_dir() else []
+    return concrete_dtype(run_dtype(flag, runs), backend, device)
 
 
 def _check_out(out: Path) -> None:
@@ -293,8 +247,8 @@ def _check_out(out: Path) -> None:
 
 def _check_study(study, out: Path) -> list:
     """Every setting and strategy checked before a model loads or a file is written; the
-    prepared settings (:func:`zerogap.study.run.prepare`), which the study then runs on."""
-    from zerogap.study.run import prepare
+    prepared settings (:func:`zerogap.study.settings.prepare`), which the study then runs on."""
+    from zerogap.study.settings import prepare
 
     _check_out(out)
     return prepare(study)
@@ -305,7 +259,8 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
     from transformers.utils import logging as hf_logging
 
     from zerogap.analysis.report import summary_table
-    from zerogap.study.run import build_sweep, evaluate
+    from zerogap.study.run import evaluate
+    from zerogap.study.sweep import build_sweep
 
     if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
         with progress_bars(args.quiet) as progress:
@@ -324,7 +279,7 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
 
 
 def _evaluate(args) -> int:
-    from zerogap.study.run import study_workers
+    from zerogap.study.jobs import study_workers
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
@@ -332,7 +287,8 @@ def _evaluate(args) -> int:
     workers = study_workers(args.workers, study.backend, args.device)
     for note in notes:  # after the checks: a refused study is one line
         print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    return _run_study(study, prepared, out, args, engine_options(args, study.backend), workers)
+    engine = engine_options(args, study_dtype(args.dtype, out, study.backend, args.device))
+    return _run_study(study, prepared, out, args, engine, workers)
 
 
 def _report(args) -> int:
@@ -346,40 +302,34 @@ def _report(args) -> int:
 
     scoring = study_scoring(read_study_folder(args.folder).record, args.folder / STUDY_FILE)
     report = write_report(args.folder,
-                          score_settings(scoring, scoring_changes(args, REPORT_SCORING)))
+                          dataclasses.replace(scoring, **scoring_changes(args, REPORT_SCORING)))
     print(summary_table(report))
     print(f"report: {report.html} (and {report.markdown})")
     return 0
 
 
 def _demo(args) -> int:
-    from zerogap.study.demo import (
-        DEMO_M,
-        DEMO_QUESTIONS,
-        build_demo_models,
-        demo_max_questions,
-        demo_study,
-    )
-    from zerogap.study.run import study_workers
+    from zerogap.cli.flags import check_given
+    from zerogap.study.demo import build_demo_models, demo_max_questions, demo_study
+    from zerogap.study.jobs import study_workers
 
-    # None is "not given"; 0 is a value, refused like any other too small one.
-    questions = DEMO_QUESTIONS if args.questions is None else args.questions
-    m = DEMO_M if args.m is None else args.m
-    if questions < 2 or m < 2:
-        raise UserError(f"--questions and -m must be at least 2, got {questions} and {m}")
+    questions, m = args.questions, args.m
+    if questions < 2:
+        raise UserError(f"--questions must be at least 2, got {questions}")
+    check_given(args, StudySpec, ("m",))
     if questions > demo_max_questions():
         raise UserError(f"--questions {questions}: the demo's split holds at most "
                         f"{demo_max_questions()} questions half leaked and half not")
     _check_out(args.out)
     workers = study_workers(args.workers, DEFAULT_BACKEND, args.device)
-    dtype = concrete_dtype(args.dtype, DEFAULT_BACKEND, args.device)
+    dtype = study_dtype(args.dtype, args.out, DEFAULT_BACKEND, args.device)
     models = args.out / "models"
     print(f"zerogap demo: building the clean and contaminated models in {models}; the study "
           f"samples in {dtype}", file=sys.stderr)
     with progress_bars(args.quiet) as progress:
         build_demo_models(models, progress=progress)
-    study = demo_study(models, questions=questions, m=m, controls=args.controls,
-                       ablation=args.ablation)
+    study = demo_study(models, questions=questions, m=m, controls=bool(args.controls),
+                       ablation=bool(args.ablation))
     prepared = _check_study(study, args.out)
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, prepared, args.out, args,

@@ -6,16 +6,17 @@ generation requests with zerogap's engine under any strategy:
 
   zerogap lm-eval run --model zerogap \\
       --model_args pretrained=embedded,strategy=railcap,n=4 \\
-      --tasks gsm8k_sampled --include_path tasks --log_samples --output_path out/railcap
+      --tasks gsm8k_sampled --include_path examples/lm-eval --log_samples --output_path out/railcap
   zerogap score --clean out/clean --mitigated railcap=out/railcap
 
 The task needs repeats: m, do_sample: true and a temperature for a solve probability per
-question; docs/lm-eval.md has a copy-paste YAML (gsm8k_sampled) and the model arguments.
+question; examples/lm-eval/gsm8k_sampled.yaml is one (docs/lm-eval.md: it and the model
+arguments).
 
 lm-evaluation-harness 0.4.13 looks up models in its own registry only (no plugin entry
 points), so the plain ``lm-eval`` command does not know ``--model zerogap``; from Python,
 ``import zerogap.harness`` registers it for ``lm_eval.simple_evaluate``. Needs the ``lmeval``
-extra: ``pip install 'zerogap[lmeval]'``.
+extra: ``pip install -e '.[lmeval]'`` from a checkout.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ import argparse
 import os
 import sys
 
-from zerogap.cli.flags import add_out, renamed
-from zerogap.cli.score import add_grading
+from zerogap.cli.flags import add_grading, add_out
 
 EXAMPLES = """examples (repeats: 50 in the task's YAML; see docs/lm-eval.md):
   lm-eval run --model hf --model_args pretrained=MODEL --tasks gsm8k_cot \\
@@ -29,9 +28,8 @@ def register(subparsers) -> None:
     )
     p.add_argument("log", help="samples_<task>_<date>.jsonl written with --log_samples, or the "
                                "--output_path folder holding it")
-    add_out(p, "counts file to write (JSONL)")
-    renamed(p, "--counts", "--out")
-    add_grading(p, "grader of the raw responses")
+    add_out(p)
+    add_grading(p)
     p.set_defaults(func=run)
 
 

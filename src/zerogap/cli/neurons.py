@@ -10,8 +10,7 @@ from zerogap.cli.flags import (
     add_config_arguments,
     add_out,
     add_running_arguments,
-    add_task_arguments,
-    renamed,
+    check_given,
 )
 from zerogap.cli.paraphrase import questions_by_ids
 from zerogap.errors import UserError
@@ -24,6 +23,9 @@ EXAMPLES = """examples:
       --set base=embedded --out runs/con-shortcut
 """
 
+# The search's sizes, declared (and worded) once with a study's.
+SEARCH = ("calibration_size", "neuron_block", "neuron_candidates")
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -32,25 +34,19 @@ def register(subparsers) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from zerogap.engine.base import SamplingSpec
+    from zerogap.study.spec import SettingSpec, StudySpec
 
-    p.add_argument("--base", required=True, help="pretrained base model (patch target/source)")
-    p.add_argument("--contaminated", required=True, help="the contaminated fine-tune")
-    p.add_argument("--uncontaminated", required=True, help="an uncontaminated fine-tune")
-    add_task_arguments(p)
+    add_config_arguments(p, SettingSpec, ("base", "contaminated"))
+    p.add_argument("--uncontaminated", required=True, metavar="MODEL",
+                   help="a fine-tune of the base that never saw the leaked questions (a model "
+                        "spec; a study uses its clean model)")
+    add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
     p.add_argument("--leaked-ids", required=True, type=Path, metavar="FILE",
                    help="the leaked questions (comparative score): a split.json (its leaked "
                         "list) or a file of ids, one per line")
-    renamed(p, "--leaked", "--leaked-ids")
-    p.add_argument("--calibration-size", type=int, default=100,
-                   help="questions not leaked, in split order, for the causal score")
-    p.add_argument("--neuron-block", type=int, default=512, metavar="N",
-                   help="neurons per causal block (the nearest divisor of the MLP width)")
-    renamed(p, "--block-size", "--neuron-block")
-    p.add_argument("--neuron-candidates", type=int, default=0, metavar="N",
-                   help="blocks scored causally, by comparative score (0: all)")
+    add_config_arguments(p, StudySpec, SEARCH)
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
-    add_out(p, "the ranking (JSON); OUT.journal.jsonl beside it keeps every question's result "
-               "until it is written, so a rerun resumes an interrupted one")
+    add_out(p)
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_neurons)
 
@@ -59,12 +55,11 @@ def _neurons(args) -> int:
     from zerogap.config import parse_pairs
     from zerogap.engine.base import SamplingSpec
     from zerogap.io.files import check_output
+    from zerogap.study.spec import StudySpec
     from zerogap.tasks import task_from_strings
 
-    if args.calibration_size < 1 or args.neuron_block < 1 or args.neuron_candidates < 0:
-        raise UserError("--calibration-size and --neuron-block must be at least 1, "
-                        "--neuron-candidates at least 0")
-    SamplingSpec(m=1, max_new_tokens=args.max_new_tokens)  # the greedy decodes' limits
+    check_given(args, StudySpec, SEARCH)
+    check_given(args, SamplingSpec, ("max_new_tokens",))
     check_output(args.out, "--out", inputs=[args.leaked_ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
@@ -74,9 +69,10 @@ def _neurons(args) -> int:
     if not calibration:
         raise UserError(f"split {args.split!r} has no questions left for calibration")
 
+    from zerogap.decoding.shortcut import mlp_width
     from zerogap.io.neurons import save_neurons
     from zerogap.models import check_device, check_model_spec, load_model
-    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons
+    from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, nearest_block_size
 
     check_device(args.device)
     for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
@@ -95,11 +91,16 @@ def _neurons(args) -> int:
     models = {role: load_model(getattr(args, role), device=args.device)
               for role in ("base", "contaminated", "uncontaminated")}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
+    _, width = mlp_width(models["contaminated"].model)
+    block = nearest_block_size(width, args.neuron_block or width)
+    if block != args.neuron_block:  # said before the hours of causal scoring, --quiet or not
+        print(f"zerogap neurons: note: blocks of {block} neurons, the divisor of the MLP width "
+              f"{width} nearest to --neuron-block {args.neuron_block}", file=sys.stderr)
     with progress_bars(args.quiet) as progress:
         ranking, meta = locate_neurons(
             models["base"].model, models["contaminated"].model, models["uncontaminated"].model,
             models["contaminated"].tokenizer, task, leaked, calibration,
-            block_size=args.neuron_block, candidates=args.neuron_candidates,
+            block_size=block, candidates=args.neuron_candidates,
             max_new_tokens=args.max_new_tokens, progress=progress, journal=journal,
         )
     meta.update({

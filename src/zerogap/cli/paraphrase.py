@@ -9,9 +9,11 @@ from pathlib import Path
 
 from zerogap.cli.flags import (
     add_config_arguments,
+    add_limit,
+    add_model,
     add_out,
     add_running_arguments,
-    add_task_arguments,
+    check_given,
 )
 from zerogap.errors import UserError
 from zerogap.io.files import check_output, read_text
@@ -27,6 +29,10 @@ EXAMPLES = """examples:
   zerogap contaminate ... --paraphrases runs/gsm8k-pq.jsonl --out runs/llama2-pq
 """
 
+# The rewrites' sampling, from the runs' declarations (a rewrite is longer than an answer's
+# first line but shorter than a chain of thought: 160 tokens).
+SAMPLING = ("max_new_tokens", "seed", "temperature")
+
 
 def register(subparsers) -> None:
     from zerogap.tasks.paraphrase import DEFAULT_MAX_OVERLAP
@@ -39,37 +45,34 @@ def register(subparsers) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from zerogap.engine.base import SamplingSpec
+    from zerogap.study.spec import SettingSpec
 
-    add_task_arguments(p)
+    add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
     p.add_argument("--ids", type=Path, default=None, metavar="FILE",
                    help="only these questions: a contaminate split.json (its leaked ids) or a "
                         "file of ids, one per line (default: the whole split)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="first N of those questions only (default: all)")
+    add_limit(p)
     g = p.add_argument_group("rewriter: a local model (--model) or an OpenAI-compatible "
-                             "endpoint (--base-url)")
-    g.add_argument("--model", help="a local model spec, as zerogap sample's --model (default: "
-                                   "none; give this or --base-url)")
-    g.add_argument("--base-url", help="an endpoint, e.g. https://api.openai.com/v1 (default: "
-                                      "none; give this or --model)")
-    g.add_argument("--backend", choices=("local", "endpoint"), dest="old_backend",
-                   help=argparse.SUPPRESS)  # before --model/--base-url chose it; see rewriter()
-    add_config_arguments(g, SamplingSpec, ("max_new_tokens", "seed"),
-                         defaults={"max_new_tokens": 160})
-    g.add_argument("--endpoint-model",
+                             "endpoint (--base-url), one of them")
+    add_model(g, required=False)
+    g.add_argument("--base-url", metavar="URL",
+                   help="an endpoint, e.g. https://api.openai.com/v1 (default: none)")
+    add_config_arguments(g, SamplingSpec, SAMPLING, defaults={"max_new_tokens": 160})
+    g.add_argument("--endpoint-model", metavar="NAME",
                    help="endpoint: the model name to request (default: none; needed with "
                         "--base-url)")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY",
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="endpoint: environment variable holding the key (never stored; "
                         "unset: a warning, and requests go without a key; '' for no key)")
-    g.add_argument("--timeout", type=float, default=60.0, help="endpoint: seconds per request")
-    g.add_argument("--workers", type=int, default=4, help="endpoint: parallel requests")
-    add_config_arguments(p, SamplingSpec, ("temperature",), flags={
-        "temperature": ("-T", "--temperature")})
-    p.add_argument("--attempts", type=int, default=3, help="tries per question before flagging")
-    p.add_argument("--max-overlap", type=float, default=DEFAULT_MAX_OVERLAP,
-                   help="most of the original's word bigrams a rewrite may keep")
-    add_out(p, "result JSONL (also the resume cache)")
+    g.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="endpoint: seconds per request")
+    g.add_argument("--concurrent", type=int, default=4, metavar="N",
+                   help="endpoint: requests in flight at once")
+    p.add_argument("--attempts", type=int, default=3, metavar="N",
+                   help="tries per question before flagging")
+    p.add_argument("--max-overlap", type=float, default=DEFAULT_MAX_OVERLAP, metavar="X",
+                   help="most of the original's word bigrams a rewrite may keep, in [0, 1)")
+    add_out(p)
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_paraphrase)
 
@@ -101,24 +104,9 @@ def questions_by_ids(path: Path, questions: list, split: str, task: str) -> list
     return [by_id[q] for q in wanted]
 
 
-def rewriter(args) -> str:
-    """``local`` (``--model``) or ``endpoint`` (``--base-url``): exactly one of them, and the
-    old ``--backend`` word, if given, must agree."""
-    if bool(args.model) == bool(args.base_url):
-        raise UserError("give --model SPEC (a local rewriter) or --base-url URL (an endpoint), "
-                        "one of them")
-    chosen = "local" if args.model else "endpoint"
-    if args.old_backend is not None:
-        if args.old_backend != chosen:
-            raise UserError(f"--backend {args.old_backend} contradicts "
-                            f"{'--model' if args.model else '--base-url'}")
-        print("zerogap: note: --backend is no longer needed (--model or --base-url chooses "
-              "the rewriter); the old spelling will go", file=sys.stderr)
-    return chosen
-
-
 def _paraphrase(args) -> int:
     from zerogap.config import parse_pairs
+    from zerogap.engine.base import SamplingSpec
     from zerogap.tasks import task_from_strings
     from zerogap.tasks.paraphrase import EndpointBackend, LocalBackend, paraphrase
 
@@ -126,15 +114,16 @@ def _paraphrase(args) -> int:
         raise UserError(f"--attempts must be at least 1, got {args.attempts}")
     if not 0 <= args.max_overlap < 1:
         raise UserError(f"--max-overlap must be in [0, 1), got {args.max_overlap}")
-    if not args.temperature > 0:
-        raise UserError(f"--temperature must be > 0, got {args.temperature}")
-    endpoint_wanted = rewriter(args) == "endpoint"
+    check_given(args, SamplingSpec, SAMPLING)
+    if bool(args.model) == bool(args.base_url):
+        raise UserError("give --model SPEC (a local rewriter) or --base-url URL (an endpoint), "
+                        "one of them")
+    endpoint_wanted = bool(args.base_url)
     if endpoint_wanted and not args.endpoint_model:
         raise UserError("--base-url needs --endpoint-model (the model name to request)")
-    if not endpoint_wanted:
-        from zerogap.engine.base import SamplingSpec
-
-        SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, seed=args.seed)  # its limits
+    if args.concurrent < 1 or not args.timeout > 0:
+        raise UserError(f"--concurrent must be at least 1 and --timeout above 0, got "
+                        f"{args.concurrent} and {args.timeout}")
     check_output(args.out, "--out", inputs=[] if args.ids is None else [args.ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
@@ -148,7 +137,7 @@ def _paraphrase(args) -> int:
     if endpoint_wanted:
         endpoint = EndpointBackend(
             args.base_url, args.endpoint_model, api_key_env=args.api_key_env,
-            temperature=args.temperature, timeout=args.timeout, workers=args.workers)
+            temperature=args.temperature, timeout=args.timeout, workers=args.concurrent)
         if endpoint.key_missing:
             print(f"zerogap paraphrase: warning: ${endpoint.key_missing} is not set; requests go "
                   "without a key (--api-key-env '' sends none without this warning)",
@@ -161,9 +150,12 @@ def _paraphrase(args) -> int:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-        backend = LocalBackend(load_model(args.model, device=args.device),
-                               temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                               seed=args.seed)
+        local = LocalBackend(load_model(args.model, device=args.device),
+                             temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                             seed=args.seed)
+        if questions:  # the rewriter's chat template renders, or is refused before a write
+            local.prompt(questions[0].text)
+        backend = local
     with progress_bars(args.quiet) as progress:
         counts = paraphrase(questions, backend, args.out, attempts=args.attempts,
                             max_overlap=args.max_overlap, progress=progress)

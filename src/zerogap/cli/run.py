@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from zerogap.cli.flags import (
     add_config_arguments,
+    add_json,
     add_out,
     add_running_arguments,
-    add_task_arguments,
-    renamed,
+    add_strategy_arguments,
 )
-from zerogap.engine.base import DEFAULT_BACKEND, backend_names
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
-
-# How SamplingSpec's fields are spelled on the command line (the rest: --field-name).
-SAMPLING_FLAGS = {"m": ("-m",), "temperature": ("-T", "--temperature")}
 
 EXAMPLES = """examples:
   zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
@@ -35,67 +31,44 @@ EXAMPLES = """examples:
   zerogap runs export runs/base --counts base.jsonl
 """
 
+# What --dtype is when not given: a folder that holds runs resumes in the dtype they record.
+DTYPE_DEFAULT = "the dtype the folder's runs record, else auto"
+
 
 def _add_common(p: argparse.ArgumentParser) -> None:
+    from zerogap.cli.flags import add_limit, add_model
     from zerogap.engine.base import SamplingSpec
+    from zerogap.study.spec import SettingSpec, StudySpec
 
-    p.add_argument("--model", required=True,
-                   help="'embedded', a .gguf file, a model or PEFT-adapter folder, or a hub id")
-    add_task_arguments(p)
-    p.add_argument("--limit", type=int, default=None,
-                   help="first N questions only (default: all)")
+    add_model(p, required=True)
+    add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
+    add_limit(p)
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
-    p.add_argument("--strategy", default="identity",
-                   help="registered strategy name (see 'zerogap strategy list')")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
-                   help="strategy setting, e.g. --set n=4 (type-checked; repeatable)")
-    add_chat_arguments(p)
-    add_out(p, "run directory (SQLite store) to create or resume")
-    renamed(p, "--run-dir", "--out")
+    add_strategy_arguments(p)
+    add_config_arguments(p, SettingSpec, ("chat_template", "system_instruction"))
+    add_out(p)
     add_running_arguments(p)
-    p.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND,
-                   help="sampling engine: zerogap's transformers engine (default) or vLLM")
-    add_engine_arguments(p, dtype_default=None)
+    add_config_arguments(p, StudySpec, ("backend",))
+    add_engine_arguments(p)
 
 
-def add_chat_arguments(p) -> None:
-    """``--chat-template [FILE]`` and ``--system-instruction TEXT`` (sample, greedy, evaluate)."""
-    from zerogap.tasks.chat import TOKENIZER_TEMPLATE
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
+    (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
+    (:func:`run_dtype` resolves it)."""
+    from zerogap.engine.base import EngineOptions
 
-    p.add_argument("--chat-template", nargs="?", const=TOKENIZER_TEMPLATE, default=None,
-                   metavar="FILE",
-                   help="prompt instruct models through a chat template: the tokenizer's own "
-                        "(no value) or a Jinja file; recorded with the run (default: the raw "
-                        "prompt)")
-    p.add_argument("--system-instruction", default=None, metavar="TEXT",
-                   help="a system message (with --chat-template; else put before the prompt, "
-                        "then a blank line); recorded with the run (default: none)")
+    add_dtype_argument(p)
+    add_config_arguments(p, EngineOptions, ("tensor_parallel_size", "pipeline_parallel_size",
+                                            "vllm_options"))
 
 
-def add_dtype_argument(p: argparse.ArgumentParser, default: str | None) -> None:
-    """``--dtype``; ``default`` None: the dtype the run directory records, else auto."""
-    default_help = ("the dtype the run directory records, else auto" if default is None
-                    else default)
-    p.add_argument("--dtype", default=default, choices=("float32", "bfloat16", "auto"),
-                   help="weight dtype; auto: bfloat16 where the CPU (AMX-BF16 or "
-                        f"AVX512-BF16) or GPU computes it natively (default: {default_help})")
+def add_dtype_argument(p: argparse.ArgumentParser) -> None:
+    """``--dtype``: None unless given, shown as :data:`DTYPE_DEFAULT`."""
+    from zerogap.engine.base import EngineOptions
 
-
-def add_engine_arguments(p: argparse.ArgumentParser, *, dtype_default: str | None = "float32"
-                         ) -> None:
-    """The weight dtype and vLLM's flags (``zerogap sample``, ``greedy`` and ``evaluate``).
-
-    ``dtype_default`` None (``sample`` and ``greedy``): the dtype the run directory records,
-    else ``auto`` (:func:`run_dtype`).
-    """
-    add_dtype_argument(p, dtype_default)
-    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N",
-                   help="vLLM: GPUs per model replica (tensor parallel)")
-    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="P",
-                   help="vLLM: pipeline stages (across nodes with vLLM's Ray executor)")
-    p.add_argument("--vllm-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="vLLM: another vllm.LLM argument, value read as JSON when it parses "
-                        "(e.g. gpu_memory_utilization=0.5, max_model_len=4096)")
+    add_config_arguments(p, EngineOptions, ("dtype",), unset=True,
+                         defaults={"dtype": DTYPE_DEFAULT})
 
 
 def register(subparsers) -> None:
@@ -105,9 +78,8 @@ def register(subparsers) -> None:
     _add_common(p)
     from zerogap.engine.base import SamplingSpec
 
-    add_config_arguments(p, SamplingSpec, ("m", "temperature", "seed", "top_k", "top_p"),
-                         flags=SAMPLING_FLAGS)
-    p.add_argument("--greedy-dir", type=Path, default=None,
+    add_config_arguments(p, SamplingSpec, ("m", "temperature", "seed", "top_k", "top_p"))
+    p.add_argument("--greedy-dir", type=Path, default=None, metavar="DIR",
                    help="run dir holding (or receiving) the greedy decodes that railcap, ted and "
                         "lne-blocking reuse (default: --out)")
     p.set_defaults(func=_sample)
@@ -120,11 +92,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("runs", help="inspect or export a run dir", epilog=EXAMPLES,
                               formatter_class=fmt)
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
-    show = sub.add_parser("show", help="summarise a run dir")
+    show = sub.add_parser("show", help="summarise a run dir: every setting it holds, its "
+                                       "counts and the responses cut at the token limit")
     show.add_argument("run_dir", type=Path, help="a run directory (zerogap sample --out)")
-    show.add_argument("--json", nargs="?", const="-", metavar="OUT",
-                      help="the summary as JSON instead of the table: on stdout with '-' or no "
-                           "value, else into the file OUT (default: the table)")
+    add_json(show)
     show.set_defaults(func=_show)
     export = sub.add_parser("export", help="export samples or per-question counts")
     export.add_argument("run_dir", type=Path, help="a run directory (zerogap sample --out)")
@@ -137,26 +108,15 @@ def register(subparsers) -> None:
     export.set_defaults(func=_export)
 
 
-def _settings(args):
-    """The strategy, built from its ``--set`` options and checked against the backend, and the
-    run's numeric settings, checked before anything loads."""
-    from zerogap.engine.base import backend_capabilities
-    from zerogap.runs import build_strategy
-    from zerogap.strategies import parse_overrides
+def engine_options(args, dtype: str | None = None):
+    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
+    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
+    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
+    parse."""
+    from typing import cast
 
-    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
-                              backend_capabilities(args.backend))
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be at least 1, got {args.limit}")
-    return strategy
-
-
-def engine_options(args, backend: str):
-    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, checked by the backend
-    (vLLM must be importable; the HF engine's device must exist); ``--vllm-option`` values read
-    as JSON when they parse."""
     from zerogap.config import parse_pairs
-    from zerogap.engine.base import EngineOptions, backend_class
+    from zerogap.engine.base import EngineOptions, WeightDtype
 
     options = {}
     for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
@@ -164,104 +124,80 @@ def engine_options(args, backend: str):
             options[key] = json.loads(text)
         except json.JSONDecodeError:
             options[key] = text
-    engine = EngineOptions(device=args.device, dtype=args.dtype or "auto",
-                           max_batch=args.batch_size,
-                           tensor_parallel_size=args.tensor_parallel_size,
-                           pipeline_parallel_size=args.pipeline_parallel_size,
-                           vllm_options=options)
-    backend_class(backend).check_available(engine)
-    return engine
+    return EngineOptions(device=args.device,
+                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
+                         max_batch=args.batch_size,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size,
+                         vllm_options=options)
 
 
-def run_dtype(flag: str | None, run_dirs, device: str | None, backend: str) -> str:
-    """The concrete weight dtype a run is made or resumed in.
+def run_dtype(flag: str | None, run_dirs) -> str:
+    """The weight dtype a run is made or resumed in.
 
     ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
     records, so a stored run resumes as it was made. A run stored before runs recorded their
     dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
-    case the fingerprint check names the mismatch. Otherwise ``auto``, resolved by
-    :func:`zerogap.engine.base.concrete_dtype`.
+    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
+    run is prepared (:func:`zerogap.runs.check_engine`).
     """
-    from zerogap.engine.base import concrete_dtype
     from zerogap.store import DB_NAME, RunStore, inspect_store
 
-    dtype = flag
     for folder in run_dirs if flag is None else ():
         if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
             with RunStore(folder, create=False) as store:
                 config = store.config()
             if config:
-                dtype = config.get("dtype", "float32")
-                break
-    return concrete_dtype(dtype, backend, device)
+                return config.get("dtype", "float32")
+    return flag or "auto"
 
 
-def _spec(args, stop):
+def _spec(args):
     from zerogap.engine.base import WARN_TEMPERATURE, SamplingSpec
 
     if args.command == "sample":
         spec = SamplingSpec(m=args.m, temperature=args.temperature, seed=args.seed,
                             max_new_tokens=args.max_new_tokens, top_k=args.top_k,
-                            top_p=args.top_p, stop=stop)
+                            top_p=args.top_p)
         if spec.temperature > WARN_TEMPERATURE:
             print(f"zerogap sample: warning: -T {spec.temperature:g} is far above the paper's "
                   "0.7; responses at this temperature are close to random text", file=sys.stderr)
         return spec
-    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens, stop=stop)
+    return SamplingSpec(m=1, max_new_tokens=args.max_new_tokens)
 
 
 def _prepare(args):
-    """The checked run (:class:`zerogap.runs.SampleRun` or :class:`~zerogap.runs.GreedyRun`)
-    and its stores, in the order that touches nothing on bad input: every check runs before the
-    model is loaded (one prompt is built) and before a store is created (the whole run against
-    the loaded model: its token limit within the context, its strategy on the backend)."""
+    """The run the flags ask for (:func:`zerogap.runs.prepare`) and its stores, in the order
+    that touches nothing on bad input: the request is checked whole before the model loads
+    (:class:`zerogap.runs.RunRequest`), the run against the loaded model before a store is
+    created."""
     from zerogap.config import parse_pairs
-    from zerogap.store import check_store_dir
+    from zerogap.runs import RunRequest, build_strategy, first_questions, prepare
+    from zerogap.store import RunStore, check_store_dir
+    from zerogap.strategies import parse_overrides
     from zerogap.tasks import task_from_strings
-
-    strategy = _settings(args)
-    engine = engine_options(args, args.backend)
-    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
-    spec = _spec(args, task.stop)
-    questions = task.questions(args.split)
-    if args.limit is not None:
-        questions = questions[: args.limit]
-    if not questions:
-        raise UserError(f"task {args.task} has no questions in split {args.split!r}")
-    task.prompt(questions[0])  # task options that fail only when a prompt is built fail here
     from zerogap.tasks.chat import read_template
 
-    template = read_template(args.chat_template)
+    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
+                              args.backend)
+    task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
+    questions = first_questions(task.questions(args.split), args.limit)
+    chat = (read_template(args.chat_template), args.system_instruction)
     greedy_dir = getattr(args, "greedy_dir", None)
     if greedy_dir is not None and greedy_dir.resolve() == args.out.resolve():
         greedy_dir = None  # one store, one writer
     for folder in (args.out, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
-    engine = replace(engine, dtype=run_dtype(args.dtype, (args.out, greedy_dir),
-                                             args.device, args.backend))
-    from zerogap.store import RunStore
-
+    engine = engine_options(args, run_dtype(args.dtype, (args.out, greedy_dir)))
+    request = RunRequest(args.model, task, args.split, questions, strategy, _spec(args),
+                         greedy=args.command == "greedy", backend=args.backend, engine=engine,
+                         chat=chat)
     if args.quiet:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    from zerogap.engine.base import load_engine
-
-    loaded, backend = load_engine(args.model, args.backend, engine)
-    from zerogap.runs import check_greedy, check_sample
-    from zerogap.tasks.chat import chat_prompts
-
-    task = chat_prompts(task, loaded.tokenizer, template=template,
-                        system=args.system_instruction)
-    # The whole run is checked against the loaded model before a store exists.
-    if args.command == "sample":
-        run = check_sample(loaded, task, questions, spec, split=args.split, strategy=strategy,
-                           backend=backend)
-    else:
-        run = check_greedy(loaded, task, questions, split=args.split,
-                           max_new_tokens=spec.max_new_tokens, strategy=strategy,
-                           backend=backend)
+    run = prepare(request)  # loads the model; the run is checked against it before any store
     store = RunStore(args.out)
     try:
         greedy_store = None if greedy_dir is None else RunStore(greedy_dir)
@@ -280,7 +216,9 @@ def _sample(args) -> int:
             if greedy_store is not None:
                 greedy_store.close()
         total = len(store.completed_questions())
+        truncation = store.truncation("samples")
     print(f"sampled {n} questions ({total} stored, m={run.spec.m}) in {args.out}")
+    say_truncation("sample", "responses", truncation, run.spec.max_new_tokens)
     return 0
 
 
@@ -289,19 +227,36 @@ def _greedy(args) -> int:
     with store, progress_bars(args.quiet) as progress:
         n = run.into(store, progress=progress)
         total = len(store.completed_greedy())
+        truncation = store.truncation("greedy")
     print(f"decoded {n} questions greedily ({total} stored) in {args.out}")
+    say_truncation("greedy", "greedy decodes", truncation, args.max_new_tokens)
     return 0
 
 
-# The configuration fields ``runs show`` lists, in order.
-_SHOWN = ("backend", "model", "model_fingerprint", "task", "split", "strategy", "m",
+def say_truncation(command: str, what: str, truncation: tuple[int, int], limit: int) -> None:
+    """How many of the stored ``what`` hit the token limit ``limit``, and a warning when most
+    did (their answers are graded on what fits)."""
+    from zerogap.cli.score import truncation_warning
+
+    cut, total = truncation
+    print(f"{cut} of {total} stored {what} cut at the token limit (--max-new-tokens {limit})")
+    if cut * 2 > total:
+        print(f"zerogap {command}: warning: {truncation_warning(cut, total)}", file=sys.stderr)
+
+
+# The configuration fields ``runs show`` lists first, in this order; every other one follows.
+_FIRST = ("backend", "model", "model_fingerprint", "dtype", "task", "split", "strategy", "m",
           "temperature", "seed", "max_new_tokens", "top_k", "top_p")
 
 
-def run_summary(config: dict, counts: list[dict], greedy: dict) -> dict:
-    """What ``runs show`` reports about a run, as one JSON-ready record.
+def run_summary(config: dict, counts: list[dict], greedy: dict,
+                truncation: tuple[int, int], greedy_truncation: tuple[int, int]) -> dict:
+    """What ``runs show`` reports about a run, as one JSON-ready record: every setting the
+    store holds, its counts, and the responses cut at the token limit.
 
-    ``histogram`` counts questions per solve-probability tenth, [0, 0.1) ... [0.9, 1.0].
+    ``histogram`` counts questions per solve-probability tenth, [0, 0.1) ... [0.9, 1.0];
+    ``truncated`` and ``greedy_truncated`` are ``{"responses", "of"}`` of the stored samples
+    and greedy decodes (:meth:`zerogap.store.RunStore.truncation`).
     """
     from zerogap.readout import readout_of
 
@@ -309,45 +264,62 @@ def run_summary(config: dict, counts: list[dict], greedy: dict) -> dict:
     bins = [0] * 10
     for c in counts:
         bins[min(9, int(10 * c["correct"] / c["samples"]))] += 1
+    order = [key for key in _FIRST if key in config] + sorted(set(config) - set(_FIRST))
     return {
-        "config": {key: config[key] for key in _SHOWN if key in config},
+        "config": {key: config[key] for key in order},
         "readout": readout_of(config),
         "questions_done": len(counts),
         "samples": n_samples,
         "accuracy": sum(c["correct"] for c in counts) / n_samples if n_samples else None,
         "histogram": bins if n_samples else None,
+        "truncated": dict(zip(("responses", "of"), truncation, strict=True)),
         "greedy_decodes": len(greedy),
         "greedy_accuracy": (sum(g.correct for g in greedy.values()) / len(greedy)
                             if greedy else None),
+        "greedy_truncated": dict(zip(("responses", "of"), greedy_truncation, strict=True)),
     }
 
 
 def _show(args) -> int:
-    from zerogap.cli.output import emit_json, json_destination
+    from zerogap.cli.output import STDOUT, emit_json, json_destination
+    from zerogap.cli.score import truncation_warning
     from zerogap.readout import run_counts
     from zerogap.store import RunStore
 
-    out = None if args.json is None else json_destination(args.json, "--json")
+    out = None if args.json is None else json_destination(args.json, "--json",
+                                                          inputs=[args.run_dir])
     with RunStore(args.run_dir, create=False) as store:
-        summary = run_summary(store.config(), run_counts(store), store.greedy())
-    if out is not None:
-        emit_json(out, summary)
-        return 0
+        summary = run_summary(store.config(), run_counts(store), store.greedy(),
+                              store.truncation("samples"), store.truncation("greedy"))
+    table = sys.stderr if out == STDOUT else sys.stdout
     for key, value in summary["config"].items():
-        print(f"{key:18} {json.dumps(value)}")
-    print(f"{'readout':18} {summary['readout']}")
-    print(f"{'questions done':18} {summary['questions_done']}")
-    print(f"{'samples':18} {summary['samples']}")
+        if key != "readout":  # its own line below, for stores that predate the field too
+            print(f"{key:18} {json.dumps(value)}", file=table)
+    print(f"{'readout':18} {summary['readout']}", file=table)
+    print(f"{'questions done':18} {summary['questions_done']}", file=table)
+    print(f"{'samples':18} {summary['samples']}", file=table)
     if summary["samples"]:
-        print(f"{'accuracy':18} {summary['accuracy']:.4f}")
-        print("solve probability histogram (questions per bin):")
+        print(f"{'accuracy':18} {summary['accuracy']:.4f}", file=table)
+        cut, total = summary["truncated"].values()
+        print(f"{'cut at the limit':18} {cut} of {total} samples ({cut / total:.0%})",
+              file=table)
+        print("solve probability histogram (questions per bin):", file=table)
         width = max(summary["histogram"])
         for b, n in enumerate(summary["histogram"]):
             hi = "1.0]" if b == 9 else f"{(b + 1) / 10:.1f})"
-            print(f"  [{b / 10:.1f}, {hi:5} {n:6d} {'#' * round(40 * n / width)}")
+            print(f"  [{b / 10:.1f}, {hi:5} {n:6d} {'#' * round(40 * n / width)}", file=table)
     if summary["greedy_decodes"]:
+        cut = summary["greedy_truncated"]["responses"]
         print(f"{'greedy decodes':18} {summary['greedy_decodes']} "
-              f"(accuracy {summary['greedy_accuracy']:.4f})")
+              f"(accuracy {summary['greedy_accuracy']:.4f}, {cut} cut at the limit)",
+              file=table)
+    for what, part in (("samples", "truncated"), ("greedy decodes", "greedy_truncated")):
+        cut, total = summary[part].values()
+        if cut * 2 > total:
+            print(f"zerogap runs show: warning: {what}: {truncation_warning(cut, total)}",
+                  file=sys.stderr)
+    if out is not None:
+        emit_json(out, summary)
     return 0
 
 
@@ -358,9 +330,13 @@ def _export(args) -> int:
     targets = [("counts", args.counts), ("jsonl", args.jsonl), ("parquet", args.parquet)]
     if not any(path for _, path in targets):
         raise UserError("give at least one of --counts, --jsonl, --parquet")
-    for kind, path in targets:
-        if path is not None:
-            check_output(path, f"--{kind}", inputs=[args.run_dir])
+    chosen = [(f"--{kind}", path) for kind, path in targets if path is not None]
+    for i, (flag, path) in enumerate(chosen):
+        check_output(path, flag, inputs=[args.run_dir])
+        same = next((other for other, earlier in chosen[:i]
+                     if os.path.realpath(earlier) == os.path.realpath(path)), None)
+        if same is not None:
+            raise UserError(f"{flag} {path}: is also {same}; each export needs its own file")
     with RunStore(args.run_dir, create=False) as store:
         for kind, path in targets:
             if path is None:
@@ -373,7 +349,8 @@ def _export(args) -> int:
                 rows = run_counts(store)
                 write_counts(path, *(
                     [r[key] for r in rows] for key in ("id", "correct", "samples", "first")
-                ), provenance=run_record(args.run_dir, store.config()))
+                ), provenance=run_record(args.run_dir, store.config()),
+                    truncated=[r["truncated"] for r in rows])
                 n = len(rows)
             else:
                 n = getattr(store, f"export_{kind}")(path)

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from dataclasses import replace
 
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
-from zerogap.cli.flags import add_config_arguments, renamed
+from zerogap.cli.flags import add_config_arguments, add_grading, add_json, field_help, given
 from zerogap.cli.output import STDOUT, emit_json, json_destination
 from zerogap.config import parse_pairs
-from zerogap.errors import UserError
 from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
@@ -35,9 +33,10 @@ def register(subparsers) -> None:
         epilog="example:\n  zerogap score --clean clean.jsonl --mitigated railcap=rc.jsonl "
         "--mitigated identity=id.jsonl --json scores.json",
     )
+    from zerogap.study.spec import SettingSpec
+
     p.add_argument("--clean", required=True, metavar="FILE|RUN_DIR",
-                   help="per-question outcomes of the clean model: a counts file, a run "
-                        "directory, or an lm-evaluation-harness samples_*.jsonl log")
+                   help=field_help(SettingSpec, "clean"))
     p.add_argument(
         "--mitigated",
         required=True,
@@ -46,58 +45,24 @@ def register(subparsers) -> None:
         help="a strategy's per-question outcomes on the contaminated model (repeatable)",
     )
     add_scoring_options(p)
-    add_json(p, "the results")
-    add_grading(p, "grader of lm-evaluation-harness logs' raw responses",
-                old=("--lmeval-grading",))
+    add_json(p)
+    add_grading(p)
     p.set_defaults(func=run)
-
-
-def add_json(p, what: str) -> None:
-    """``--json [OUT]``: ``what`` as JSON too, on stdout (the table then on stderr) or into OUT."""
-    p.add_argument("--json", nargs="?", const=STDOUT, metavar="OUT",
-                   help=f"{what} as JSON too: on stdout (the table goes to stderr) with '-' or "
-                        "no value, else into the file OUT (default: no JSON)")
-
-
-def add_grading(p, what: str, old: tuple[str, ...] = ()) -> None:
-    """``--grading MODE`` (``old``: the command's former spellings): how raw responses are
-    graded."""
-    from zerogap.tasks.extract import modes
-
-    p.add_argument("--grading", default="anchor", metavar="MODE",
-                   help=f"{what}: {', '.join(modes())}")
-    for spelling in old:
-        renamed(p, spelling, "--grading")
 
 
 SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
 
 
-def add_scoring_options(p, names=SCORING, *, note: str = "", group=None) -> None:
+def add_scoring_options(p, names=SCORING, *, note: str = "") -> None:
     """Flags of :class:`ScoreSettings`'s fields in ``names`` (``score``, ``report`` and
-    ``evaluate``; in ``group`` of parser ``p`` if given), unset unless given; the retired
-    ``--bootstrap`` and ``--within-questions`` still parse."""
-    add_config_arguments(group or p, ScoreSettings, names, unset=True, note=note)
-    renamed(p, "--bootstrap", "--resamples")
-    p.add_argument("--within-questions", action="store_true", help=argparse.SUPPRESS)
+    ``evaluate``), unset unless given."""
+    add_config_arguments(p, ScoreSettings, names, unset=True, note=note)
 
 
 def scoring_changes(args, names=SCORING) -> dict:
     """The scoring settings the flags set (unset flags keep the defaults or what a study
-    recorded); the retired ``--within-questions`` gets one line on stderr."""
-    if args.within_questions:
-        print("zerogap: note: --within-questions is no longer needed: every interval now "
-              "includes the sampling noise of the m samples", file=sys.stderr)
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-
-
-def score_settings(base: ScoreSettings, changes: dict) -> ScoreSettings:
-    """``base`` with ``changes``; a bad value is named by its flag, as the user typed it."""
-    try:
-        return replace(base, **changes)
-    except UserError as err:
-        raise UserError(re.sub(r"ScoreSettings\.(\w+)",
-                               lambda m: "--" + m.group(1).replace("_", "-"), str(err))) from None
+    recorded)."""
+    return given(args, ScoreSettings, names)
 
 
 def _fmt_m(samples: np.ndarray) -> str:
@@ -106,7 +71,7 @@ def _fmt_m(samples: np.ndarray) -> str:
 
 
 def run(args) -> int:
-    settings = score_settings(ScoreSettings(), scoring_changes(args))
+    settings = replace(ScoreSettings(), **scoring_changes(args))
     pairs = parse_pairs("--mitigated", args.mitigated, what="NAME=FILE")
     out = None if args.json is None else json_destination(args.json, "--json",
                                                           inputs=[args.clean, *pairs.values()])
@@ -135,6 +100,25 @@ PAIRED_MEANING = {
 
 def _cell(ci) -> str:
     return "too few q." if ci.reason else f"[{ci.low:.3f},{ci.high:.3f}]"
+
+
+def truncation_lines(truncation: dict[str, tuple[int, int]]) -> list[str]:
+    """The responses cut at the token limit, per input that records them, and a warning for
+    any input where most were: such a run's answers are graded on what fits the limit."""
+    if not truncation:
+        return []
+    parts = [f"{name} {cut} of {total} ({cut / total:.0%})"
+             for name, (cut, total) in truncation.items()]
+    lines = ["", f"responses cut at the token limit: {', '.join(parts)}"]
+    lines += [f"warning: {name}: {truncation_warning(cut, total)}"
+              for name, (cut, total) in truncation.items() if cut * 2 > total]
+    return lines
+
+
+def truncation_warning(cut: int, total: int) -> str:
+    """The line said wherever most responses were cut at the token limit."""
+    return (f"{cut} of {total} responses were cut at the token limit and graded on what they "
+            "wrote so far; raise --max-new-tokens")
 
 
 def render_comparison(c) -> str:
@@ -168,6 +152,7 @@ def render_table(card: Scorecard) -> str:
     reason = gaps.interval(gaps.names[0], "sa_ppg").reason
     if reason is not None:
         lines += ["", f"note: no intervals: {reason}"]
+    lines += truncation_lines(card.truncation())
     lines += [
         "",
         "Δ+ under-suppression (inflation left in place), Δ- over-suppression (collateral damage);",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from zerogap.cli.flags import add_markdown
+
 EXAMPLES = """examples:
   zerogap strategy list
   zerogap strategy list --markdown
@@ -19,8 +21,7 @@ def register(subparsers) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="names of the registered strategies")
-    listing.add_argument("--markdown", action="store_true", help="a Markdown table of every "
-                         "strategy's settings and defaults instead (the README's)")
+    add_markdown(listing)
     listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="a strategy's settings, defaults and readout")
     show.add_argument("name", help="strategy name (see 'zerogap strategy list')")
@@ -45,16 +46,25 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
+    import dataclasses
+
     from zerogap.config import describe
     from zerogap.strategies import get_strategy
 
     strategy = get_strategy(args.name)
-    needs = [what for what, flag in (("greedy decodes", strategy.needs_greedy),
-                                     ("greedy entropies", strategy.needs_entropy)) if flag]
+    needs = [what for what, flag in (
+        ("greedy decodes", strategy.needs_greedy),
+        ("greedy entropies", strategy.needs_entropy),
+        ("a located neuron list and the model it patches from", strategy.needs_neurons),
+    ) if flag]
     print(f"# strategy {args.name}: {_summary(type(strategy))}")
-    print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}")
+    print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}; "
+          f"backend capabilities: {', '.join(strategy.requires) or 'none'}")
+    if strategy.task_setting_records:
+        print(f"# a study sets from its task where not given: "
+              f"{', '.join(strategy.task_setting_records)}")
     print("# settings (--set KEY=VALUE), with this strategy's defaults:")
-    defaults = strategy.config.to_dict()
+    defaults = dataclasses.asdict(strategy.config)  # every field (a record may omit defaults)
     for line, key in zip(describe(type(strategy.config)), defaults, strict=True):
         print(f"{line}  [{args.name}: {defaults[key]!r}]")
     return 0

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 
-from zerogap.cli.flags import renamed
-from zerogap.cli.score import add_grading
+from zerogap.cli.flags import add_config_arguments, add_grading, add_markdown
 from zerogap.errors import UserError
 from zerogap.io.files import read_text
 from zerogap.tasks import task_names, task_options
@@ -16,7 +14,7 @@ from zerogap.tasks.extract import modes
 EXAMPLES = """examples:
   zerogap task list
   zerogap task list --markdown
-  zerogap task show arith --index 0
+  zerogap task show arith
   zerogap task show gsm8k --task-option path=data/gsm8k --task-option k=8 --index 0
   zerogap task grade gsm8k --task-option path=data/gsm8k --index 0 \\
       --response "The answer is 18."
@@ -37,8 +35,7 @@ def register(subparsers) -> None:
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="names of the registered tasks and grading modes")
-    listing.add_argument("--markdown", action="store_true",
-                         help="a Markdown table of every task's options instead (the README's)")
+    add_markdown(listing)
     listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="the full prompt and gold answer of one question")
     _add_question_args(show)
@@ -51,21 +48,14 @@ def register(subparsers) -> None:
     grade.set_defaults(func=_grade)
 
 
-# The task options ``task show`` and ``task grade`` once took as flags of their own.
-_OLD_OPTION_FLAGS = ("k", "seed", "path", "exemplars", "question_field", "answer_field")
-
-
 def _add_question_args(parser: argparse.ArgumentParser) -> None:
+    from zerogap.study.spec import SettingSpec
+
     parser.add_argument("name", help="task name (see 'zerogap task list')")
-    parser.add_argument("--index", type=int, required=True, help="row index within the split")
-    parser.add_argument("--split", default="test", help="the task's dataset split")
-    parser.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="task option, converted by its declared type (listed by this "
-                             "command; repeatable), e.g. path=data/gsm8k or k=8")
-    for key in _OLD_OPTION_FLAGS:
-        renamed(parser, f"--{key.replace('_', '-')}", f"--task-option {key}=VALUE",
-                convert=functools.partial("{}={}".format, key))
-    add_grading(parser, "grading mode", old=("--mode",))
+    parser.add_argument("--index", type=int, default=0, metavar="N",
+                        help="row index within the split, from 0")
+    add_config_arguments(parser, SettingSpec, ("task_split", "task_options"))
+    add_grading(parser)
 
 
 def _task_and_question(args):

@@ -1,4 +1,4 @@
-"""LNE-blocking (Hou et al., 2025; spec in ``reference/baselines.md`` §2): pure-torch core.
+"""LNE-blocking (Hou et al., 2025; spec in ``docs/baselines.md`` §2): pure-torch core.
 
 The contaminated model's greedy decode of a question gives per-step entropies ``H_i`` of the
 full next-token distribution (natural log, temperature 1); their mean is the question's LNE. The
@@ -9,13 +9,13 @@ blocking count is
 and at the first ``n`` generated positions of every sample the argmax token is banned.
 
 ``T_task`` is "task-dependent, model-independent" and given only for HumanEval (4) and GSM8K
-(7); how to set it for another task is not known (baselines.md §2). Our rule, a proposal
+(7); how to set it for another task is not known (docs/baselines.md §2). Our rule, a proposal
 (:func:`scaled_t_task`): the blocked positions keep GSM8K's share of a reference solution, so
 ``T_task = max(1, round(7 * W / 54.8))`` with ``W`` the task's mean reference-solution length
 in words (54.8: GSM8K test's 1319 solutions as the prompt renders them); ``arith``'s one-line
 solutions (16.2 words on its default test split) give 2.
 
-Proposals (the sources are silent; see baselines.md §2): the rounding (floor) and the clipping
+Proposals (the sources are silent; see docs/baselines.md §2): the rounding (floor) and the clipping
 of Eq. 10 are our choice; positions are counted literally from the first response token,
 whitespace included; the LNE averages whatever steps the greedy decode reports (the engine
 includes the step that produced EOS). Following the issue's protocol, the blocked samples are

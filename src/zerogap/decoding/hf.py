@@ -27,13 +27,20 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 from transformers import LogitsProcessor
 
 from zerogap.config import require_int
 from zerogap.decoding.blocking import block_argmax
-from zerogap.decoding.railcap import pad_trajectories, railcap_apply
+from zerogap.decoding.railcap import (
+    answer_slot_markers,
+    ends_with_marker,
+    pad_trajectories,
+    railcap_apply,
+)
 from zerogap.decoding.settings import RailCapConfig
 
 
@@ -73,6 +80,9 @@ class RailCapLogitsProcessor(LogitsProcessor):
         ``input_ids.shape[1]`` of the (left-padded) batch given to ``generate``.
     num_return_sequences : int
         As given to ``generate``.
+    answer_markers : sequence of sequence of int
+        The task's answer marker as token sequences, for ``config.protect == "answer"``
+        (:func:`zerogap.decoding.specs.answer_marker_ids` makes them from a tokenizer).
 
     Attributes
     ----------
@@ -88,20 +98,28 @@ class RailCapLogitsProcessor(LogitsProcessor):
         *,
         prompt_length: int,
         num_return_sequences: int = 1,
+        answer_markers: Sequence[Sequence[int]] = (),
     ) -> None:
         _check_layout("RailCapLogitsProcessor", prompt_length, num_return_sequences)
         self.config = config or RailCapConfig()
         self.prompt_length = prompt_length
         self.num_return_sequences = num_return_sequences
         self.trajectory, self.traj_len = pad_trajectories(trajectories)  # (Q, L), (Q,)
+        self.markers = answer_slot_markers(self.config, answer_markers)  # (P, K) or None
         self.on_trajectory = torch.zeros(0, dtype=torch.long)
         self.interventions = torch.zeros(0, dtype=torch.long)
+        self.past_marker = torch.zeros(0, dtype=torch.bool)  # (B,) rows past a marker
+        self.checked = 0  # generated positions searched for a marker so far
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
         rows, generated = input_ids.shape[0], input_ids.shape[1] - self.prompt_length
         if generated == 0:
             self.on_trajectory = torch.zeros(rows, dtype=torch.long, device=scores.device)
             self.interventions = torch.zeros(rows, dtype=torch.long, device=scores.device)
+        protected = None
+        if self.markers is not None:  # before any early return: every step is checked
+            self.markers = self.markers.to(scores.device)
+            protected = self._past_marker(input_ids[:, self.prompt_length:], self.markers)
         n = self.config.n
         if generated < n:
             return scores
@@ -110,11 +128,25 @@ class RailCapLogitsProcessor(LogitsProcessor):
         question = torch.arange(rows, device=scores.device) // self.num_return_sequences  # (B,)
         scores, on, hit = railcap_apply(
             scores, input_ids[:, -n:], self.trajectory, self.traj_len,
-            mode=self.config.mode, rows=question,
+            mode=self.config.mode, rows=question, protected=protected,
         )
         self.on_trajectory += on
         self.interventions += hit
         return scores
+
+    def _past_marker(self, generated: Tensor, markers: Tensor) -> Tensor:
+        """(B,) bool: rows whose generated tokens hold an answer marker. Each end position is
+        checked once (one per step in ``generate``; all of them on a first call that starts
+        past the prompt), and the result is kept."""
+        rows, length = generated.shape
+        if length == 0 or self.past_marker.shape[0] != rows:
+            self.past_marker = torch.zeros(rows, dtype=torch.bool, device=generated.device)
+            self.checked = 0
+        for end in range(self.checked + 1, length + 1):
+            self.past_marker |= ends_with_marker(
+                generated, torch.full((rows,), end, device=generated.device), markers)
+        self.checked = length
+        return self.past_marker
 
 
 class LNEBlockingLogitsProcessor(LogitsProcessor):

@@ -17,6 +17,15 @@ Choices the paper leaves open, fixed here:
   says. All capped successors are capped to the ``v2`` of the *original* logits.
 * **Only generated tokens count.** A window is matched against the last ``n`` generated tokens;
   the prompt never takes part (Algorithm 1, line 9: ``t > n``).
+* **The answer slot** (``protect="answer"``, an ablation). Algorithm 1 caps the answer's own
+  tokens too when a sample reaches "The answer is" on its trajectory. With the option, a row
+  whose generated tokens hold the task's answer marker (any of its token sequences: the
+  tokenizer writes "The answer is" differently after a space, a newline or a period) is never
+  capped again: the whole rest of the sample is the slot the grader reads. Each step checks
+  whether the tokens *end* with a marker and the adapters remember it per sample, so the check
+  costs the same at every step. Not just the one
+  token after the marker: SmolLM2's tokenizer writes " 42" as " ", "4", "2", so the first
+  token after the marker is a lone space and the digits follow it.
 * **Ban mode** sets matched successors to ``-inf``. If that removed every finite logit of a row,
   the row could not be sampled; with a trajectory successor set that small against a real
   vocabulary this does not happen in practice, and it is not guarded.
@@ -27,6 +36,8 @@ used by both adapters: :class:`RailCapHook` (the engine's intervention hook, her
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -82,6 +93,58 @@ def recent_tokens(tokens: Tensor, lengths: Tensor, n: int) -> Tensor:
     return recent.masked_fill(pos[:, :1] < 0, -1)  # rows with fewer than n tokens
 
 
+def pad_markers(markers: Sequence[Sequence[int]], device=None) -> Tensor:
+    """Stack marker token sequences into a left-padded ``(P, K)`` tensor; -1 pads (a wildcard
+    in :func:`ends_with_marker`). ``K`` is at least 1.
+
+    Examples
+    --------
+    >>> pad_markers([[504, 2988, 314], [2988, 314]]).tolist()
+    [[504, 2988, 314], [-1, 2988, 314]]
+    """
+    if any(len(m) == 0 or min(m) < 0 for m in markers):
+        raise ValueError(f"answer markers must be non-empty token id lists, got {markers!r}")
+    width = max([len(m) for m in markers] + [1])
+    padded = torch.full((len(markers), width), -1, dtype=torch.long)  # (P, K)
+    for i, tokens in enumerate(markers):
+        padded[i, width - len(tokens):] = torch.as_tensor(tokens, dtype=torch.long)
+    return padded.to(device)
+
+
+def ends_with_marker(tokens: Tensor, lengths: Tensor, markers: Tensor) -> Tensor:
+    """Whether each row's generated tokens end with one of the marker sequences.
+
+    Called at every step, this sees every position a marker can end at once; the callers
+    keep, per sample, whether one ever did (a whole-sequence search at every step would cost
+    ``rows x tokens x markers`` comparisons a step, most of a step on a CPU).
+
+    Parameters
+    ----------
+    tokens : (R, S) long
+        Generated tokens, left-aligned; entries at positions ``>= lengths[r]`` are ignored.
+    lengths : (R,) long
+    markers : (P, K) long
+        From :func:`pad_markers`: left-padded with -1, which matches any token.
+
+    Returns
+    -------
+    (R,) bool
+
+    Examples
+    --------
+    >>> tokens = torch.tensor([[7, 5, 6, 9], [5, 7, 6, 0], [6, 0, 0, 0]])
+    >>> ends_with_marker(tokens, torch.tensor([3, 4, 1]), pad_markers([[5, 6], [6]])).tolist()
+    [True, False, True]
+    """
+    rows, width = tokens.shape[0], markers.shape[1]
+    if tokens.shape[1] == 0:  # nothing generated yet (a shape, not a value: no sync)
+        return torch.zeros(rows, dtype=torch.bool, device=tokens.device)
+    pos = lengths[:, None] - width + torch.arange(width, device=tokens.device)  # (R, K)
+    # -2 before a row's first token: it only matches a marker's wildcard positions.
+    last = tokens.gather(1, pos.clamp(min=0)).masked_fill(pos < 0, -2)  # (R, K)
+    return ((last[:, None, :] == markers) | (markers < 0)).all(-1).any(-1)
+
+
 def railcap_apply(
     logits: Tensor,
     recent: Tensor,
@@ -91,6 +154,7 @@ def railcap_apply(
     mode: str = "cap",
     rows: Tensor | None = None,
     sparse: bool = False,
+    protected: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One RailCap step for a whole batch, in place, without host syncs (unless ``sparse``).
 
@@ -112,13 +176,17 @@ def railcap_apply(
         Find the second-largest logit only for the rows that match a window, at the price of
         one host sync. On a CPU the sync is free and the full-vocabulary ``topk`` is most of a
         step while few rows sit on their trajectory; on an accelerator leave it off.
+    protected : (R,) bool, optional
+        Rows that are never capped at this step (past the answer marker, ``protect="answer"``).
+        They still count as on the trajectory when their last ``n`` tokens match.
 
     Returns
     -------
     logits : (R, V) float
         The same tensor, with every matched successor capped or banned.
     on_trajectory : (R,) bool
-        The row's last ``n`` tokens match some trajectory window that has a successor.
+        The row's last ``n`` tokens match some trajectory window that has a successor
+        (protected rows included).
     intervened : (R,) bool
         The logits were changed: a matched successor was above ``v2`` (cap) or finite (ban).
 
@@ -144,7 +212,8 @@ def railcap_apply(
     windows = trajectory[:, :-1].unfold(1, n, 1)  # (R, W, n): window k = g[k : k+n]
     successors = trajectory[:, n:]  # (R, W): g[k+n]
     has_successor = torch.arange(width, device=logits.device) + n < traj_len[:, None]  # (R, W)
-    match = (windows == recent[:, None, :]).all(-1) & has_successor  # (R, W)
+    on_trajectory = (windows == recent[:, None, :]).all(-1) & has_successor  # (R, W)
+    match = on_trajectory if protected is None else on_trajectory & ~protected[:, None]
 
     succ_idx = successors.clamp(min=0)  # (R, W); padding is never matched
     succ_logit = logits.gather(1, succ_idx)  # (R, W)
@@ -156,7 +225,7 @@ def railcap_apply(
     # amin makes repeated successors (one token under several windows) order-independent.
     new = torch.where(match, limit.expand_as(succ_logit), torch.inf)  # (R, W)
     logits.scatter_reduce_(1, succ_idx, new, reduce="amin", include_self=True)
-    return logits, match.any(-1), changed.any(-1)
+    return logits, on_trajectory.any(-1), changed.any(-1)
 
 
 def _second_largest(logits: Tensor, needed: Tensor | None) -> Tensor:
@@ -170,6 +239,17 @@ def _second_largest(logits: Tensor, needed: Tensor | None) -> Tensor:
     if len(rows):
         limit[rows] = logits.index_select(0, rows).topk(2, dim=-1).values[:, 1:2]
     return limit
+
+
+def answer_slot_markers(config: RailCapConfig, markers: Sequence[Sequence[int]],
+                        device=None) -> Tensor | None:
+    """``(P, K)`` padded markers when ``config`` protects the answer slot, else None; a
+    :class:`ValueError` when it does and no marker is given (the cap would silently apply)."""
+    if config.protect != "answer":
+        return None
+    if not markers:
+        raise ValueError("RailCap with protect='answer' needs the task's answer marker tokens")
+    return pad_markers(markers, device)
 
 
 class RailCapHook:
@@ -186,6 +266,8 @@ class RailCapHook:
     samples_per_question : int
         ``m``, the number of samples each question gets in the engine call.
     device : torch.device or str, optional
+    answer_markers : sequence of sequence of int
+        The task's answer marker as token sequences (``protect="answer"`` needs them).
     """
 
     def __init__(
@@ -195,10 +277,13 @@ class RailCapHook:
         *,
         samples_per_question: int,
         device=None,
+        answer_markers: Sequence[Sequence[int]] = (),
     ) -> None:
         self.config = config
         self.trajectory, self.traj_len = pad_trajectories(trajectories, device)  # (Q, L), (Q,)
+        self.markers = answer_slot_markers(config, answer_markers, device)  # (P, K) or None
         shape = (len(trajectories), samples_per_question)
+        self.past_marker = torch.zeros(shape, dtype=torch.bool, device=device)  # (Q, m)
         self.on_trajectory = torch.zeros(shape, dtype=torch.long, device=device)  # (Q, m)
         self.interventions = torch.zeros(shape, dtype=torch.long, device=device)  # (Q, m)
 
@@ -206,8 +291,14 @@ class RailCapHook:
         self, logits: Tensor, tokens: Tensor, lengths: Tensor, question: Tensor, sample: Tensor
     ) -> Tensor:
         recent = recent_tokens(tokens, lengths, self.config.n)  # (R, n)
+        protected = None
+        if self.markers is not None:
+            protected = self.past_marker[question, sample] | ends_with_marker(
+                tokens, lengths, self.markers)  # (R,)
+            self.past_marker[question, sample] = protected
         logits, on, hit = railcap_apply(
-            logits, recent, self.trajectory, self.traj_len, mode=self.config.mode, rows=question
+            logits, recent, self.trajectory, self.traj_len, mode=self.config.mode, rows=question,
+            protected=protected,
         )
         self.on_trajectory.index_put_((question, sample), on.long(), accumulate=True)
         self.interventions.index_put_((question, sample), hit.long(), accumulate=True)

@@ -14,17 +14,35 @@ from zerogap.config import JsonConfig
 
 Mode = Literal["cap", "ban"]
 MODES = typing.get_args(Mode)
+Protect = Literal["none", "answer"]
+PROTECTS = typing.get_args(Protect)
 
 Neuron = tuple[int, int]  # (layer, index)
 
 
 @dataclass(frozen=True)
 class RailCapConfig(JsonConfig):
-    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec)."""
+    """RailCap's parameters (paper defaults: n = 4, cap; tau = 0.7 is the run's SamplingSpec).
+
+    ``protect="answer"`` exempts the answer slot: Algorithm 1 caps every trajectory successor,
+    the answer's own tokens after "The answer is" included, and the paper does not say whether
+    its runs did; with this option no step after the task's answer marker is capped (an
+    ablation row, not the paper's default).
+    """
 
     n: int = field(default=4, metadata={"help": "n-gram length that signals a fall-back",
                                         "min": 1})
     mode: Mode = field(default="cap", metadata={"help": "'cap' to the runner-up, or 'ban' (-inf)"})
+    protect: Protect = field(default="none", metadata={
+        "help": "'answer': never cap after the task's answer marker (the answer slot)"})
+
+    def to_dict(self) -> dict:
+        """The fields; ``protect`` only when set, so that the record of a default RailCap is
+        the one stored before the option existed (a stored run compares it on resume)."""
+        out = super().to_dict()
+        if self.protect == "none":
+            del out["protect"]
+        return out
 
 
 @dataclass(frozen=True)

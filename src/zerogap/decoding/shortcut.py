@@ -1,5 +1,5 @@
 """Shortcut-neuron patching at decode time (Zhu et al., ACL 2025, as summarised in arXiv
-2608.07341 §5 and ``reference/baselines.md`` §3): the runtime half; locating the neurons is the
+2608.07341 §5 and ``docs/baselines.md`` §3): the runtime half; locating the neurons is the
 offline pipeline :mod:`zerogap.pipelines.neurons`.
 
 A *neuron* is one coordinate of an MLP's intermediate activation ``act(gate(h)) * up(h)``, the
@@ -13,7 +13,7 @@ repeats, row eviction) happens to both models alike; in the engine's decode step
 reads them with the same shared-prefix attention as the model (the prefix once for all rows),
 not as one dense copy per row.
 
-Proposals (baselines.md §3, sources silent): ``K`` defaults to 4000 neurons *scaled* to the
+Proposals (docs/baselines.md §3, sources silent): ``K`` defaults to 4000 neurons *scaled* to the
 model's size, i.e. the same 1.17 % of ranked neurons as 4000 of LLaMA2-7B's 31 x 11008
 (SmolLM2-135M: 522 of 44,544); samples are drawn at the run's temperature from the patched
 model (the original decodes greedily).

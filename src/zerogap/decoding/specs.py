@@ -16,6 +16,7 @@ of the vLLM logits processors (:mod:`zerogap.decoding.vllm`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,22 +39,52 @@ class RailCapEdit(LogitsEdit):
 
     trajectories: tuple[tuple[int, ...], ...]
     config: RailCapConfig
+    answer_markers: tuple[tuple[int, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.config.protect == "answer" and not self.answer_markers:
+            raise ValueError("RailCap with protect='answer' needs the task's answer marker "
+                             "tokens")
 
     def torch_hook(self, *, samples_per_question: int, device: Any) -> Any:
         from zerogap.decoding.railcap import RailCapHook
 
         return RailCapHook([list(t) for t in self.trajectories], self.config,
-                           samples_per_question=samples_per_question, device=device)
+                           samples_per_question=samples_per_question, device=device,
+                           answer_markers=self.answer_markers)
 
     def request_args(self, question: int) -> dict[str, Any]:
-        return {RAILCAP_KEY: {"trajectory": list(self.trajectories[question]),
-                              "n": self.config.n, "mode": self.config.mode}}
+        args: dict[str, Any] = {"trajectory": list(self.trajectories[question]),
+                                "n": self.config.n, "mode": self.config.mode}
+        if self.config.protect == "answer":
+            args["answer_markers"] = [list(m) for m in self.answer_markers]
+        return {RAILCAP_KEY: args}
+
+
+def answer_marker_ids(tokenizer: Any, forms: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """The token sequences a tokenizer writes each of ``forms`` as, on its own and after a
+    space (where most markers sit, and where a BPE tokenizer's first token differs), without
+    repeats: what RailCap's ``protect="answer"`` looks for in the generated tokens.
+
+    >>> class Chars:  # one token per character
+    ...     def __call__(self, text, add_special_tokens):
+    ...         return {"input_ids": [ord(c) for c in text]}
+    >>> answer_marker_ids(Chars(), ["is"])
+    ((105, 115), (32, 105, 115))
+    """
+    out: dict[tuple[int, ...], None] = {}
+    for form in forms:
+        for text in (form, " " + form):
+            ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+            if ids:
+                out[ids] = None
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class BlockingEdit(LogitsEdit):
     """LNE-blocking: ban the argmax at the first ``counts[q]`` generated positions of question
-    ``q`` (``reference/baselines.md`` §2)."""
+    ``q`` (``docs/baselines.md`` §2)."""
 
     counts: tuple[int, ...]
 
@@ -70,7 +101,7 @@ class BlockingEdit(LogitsEdit):
 
 @dataclass(frozen=True)
 class NeuronPatchSpec(ActivationPatch):
-    """Shortcut-neuron patching (``reference/baselines.md`` §3): ``neurons`` of the evaluated
+    """Shortcut-neuron patching (``docs/baselines.md`` §3): ``neurons`` of the evaluated
     model overwritten with those of ``source`` (a loaded model of the same shapes) at every
     forward pass. Only an in-process backend can run it."""
 

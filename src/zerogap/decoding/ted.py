@@ -1,4 +1,4 @@
-"""TED (Dong et al., 2024; ``reference/baselines.md`` §1): drop samples near the greedy output.
+"""TED (Dong et al., 2024; ``docs/baselines.md`` §1): drop samples near the greedy output.
 
 For one question: the greedy output ``g`` and ``m`` samples, each as token ids of its stripped
 response text (re-encoded without special tokens). Samples are visited in generation order; a
@@ -7,7 +7,7 @@ edit distance between ``g[:L]`` (``L = 100``) and the sample truncated to that s
 most ``tau`` (absolute edits, default 2). The readout is correct kept / kept, and 0 when nothing
 is kept; the greedy output itself is never scored.
 
-Adaptation (baselines.md §1.2): on GSM8K the distance runs over the chain-of-thought response;
+Adaptation (docs/baselines.md §1): on GSM8K the distance runs over the chain-of-thought response;
 samples are drawn at the protocol's temperature (0.7, like every strategy in the paper's
 comparison) rather than TED's original 0.8.
 """

@@ -8,7 +8,9 @@ through the ``vllm.logits_processors`` entry point (or pass them as
 * ``extra_args={"railcap": {"trajectory": [token ids], "n": 4, "mode": "cap"}}``: RailCap
   (arXiv 2608.07341, §4) against the question's greedy trajectory (generated token ids only);
   ``n`` and ``mode`` default to 4 and ``"cap"``. Sample at the paper's tau with
-  ``temperature=0.7``.
+  ``temperature=0.7``. ``"answer_markers": [[token ids], ...]`` (the task's answer marker as
+  token sequences, :func:`zerogap.decoding.specs.answer_marker_ids`) exempts the answer slot:
+  once a sample has written one of them it is never capped again (``protect="answer"``).
 * ``extra_args={"lne_blocking": {"count": k}}``: ban the argmax at the first ``k`` generated
   positions (LNE-blocking; ``zerogap.decoding.blocking.blocking_counts`` gives ``k``).
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from vllm import SamplingParams
@@ -56,24 +58,36 @@ def _arguments(params: SamplingParams, key: str) -> dict | None:
     return args
 
 
-def railcap_settings(params: SamplingParams) -> tuple[list[int], int, str] | None:
-    """``(trajectory, n, mode)`` a request asks for, or None; ``ValueError`` naming the field."""
+Markers = tuple[tuple[int, ...], ...]
+
+
+def _token_ids(value: Any) -> TypeGuard[list[int]]:
+    return isinstance(value, list) and all(_is_int(t) and t >= 0 for t in value)
+
+
+def railcap_settings(params: SamplingParams) -> tuple[list[int], int, str, Markers] | None:
+    """``(trajectory, n, mode, answer_markers)`` a request asks for, or None; ``ValueError``
+    naming the field."""
     args = _arguments(params, RAILCAP_KEY)
     if args is None:
         return None
-    unknown = sorted(set(args) - {"trajectory", "n", "mode"})
+    unknown = sorted(set(args) - {"trajectory", "n", "mode", "answer_markers"})
     if unknown:
         raise ValueError(f"extra_args['railcap'] has unknown keys {unknown}; "
-                         "known: trajectory, n, mode")
+                         "known: trajectory, n, mode, answer_markers")
     trajectory = args.get("trajectory")
-    if not isinstance(trajectory, list) or not all(_is_int(t) and t >= 0 for t in trajectory):
+    if not _token_ids(trajectory):
         raise ValueError("extra_args['railcap']['trajectory'] must be a list of token ids")
+    markers = args.get("answer_markers", [])
+    if not isinstance(markers, list) or not all(_token_ids(m) and m for m in markers):
+        raise ValueError("extra_args['railcap']['answer_markers'] must be a list of non-empty "
+                         "token id lists")
     n, mode = args.get("n", 4), args.get("mode", "cap")
     if not _is_int(n) or n < 1:
         raise ValueError(f"extra_args['railcap']['n'] must be an integer >= 1, got {n!r}")
     if mode not in MODES:
         raise ValueError(f"extra_args['railcap']['mode'] must be one of {MODES}, got {mode!r}")
-    return trajectory, n, mode
+    return trajectory, n, mode, tuple(tuple(m) for m in markers)
 
 
 def blocking_settings(params: SamplingParams) -> int | None:
@@ -115,10 +129,26 @@ class _BatchRows:
 
 @dataclass
 class _Row:
-    """One opted-in request: its settings and vLLM's live list of its generated tokens."""
+    """One opted-in request: its settings and vLLM's live list of its generated tokens.
+
+    ``scanned`` and ``marker_seen``: how far RailCap has searched ``output`` for an answer
+    marker, and whether it found one (each step reads only the tokens added since).
+    """
 
     settings: Any
     output: list[int]
+    scanned: int = 0
+    marker_seen: bool = False
+
+    def seen(self, markers: Markers) -> bool:
+        """Whether ``output`` holds one of ``markers`` (token sequences) anywhere."""
+        if markers and not self.marker_seen:
+            width = max(len(m) for m in markers)
+            tail = self.output[max(0, self.scanned - width + 1):]
+            self.marker_seen = any(tail[i : i + len(m)] == list(m)
+                                   for m in markers for i in range(len(tail) - len(m) + 1))
+            self.scanned = len(self.output)
+        return self.marker_seen
 
 
 class _PerRequestProcessor(LogitsProcessor):
@@ -174,15 +204,19 @@ class RailCapProcessor(_PerRequestProcessor):
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool) -> None:
         super().__init__(vllm_config, device, is_pin_memory)
-        # (n, mode) -> (batch rows (A,), trajectories (A, L), their lengths (A,))
-        self.batches: dict[tuple[int, str], tuple[_BatchRows, torch.Tensor, torch.Tensor]] = {}
-        self.recent: dict[tuple[int, str], torch.Tensor] = {}  # (n, mode) -> (A, n) long
+        # (n, mode, markers) -> (batch rows (A,), trajectories (A, L), their lengths (A,))
+        self.batches: dict[tuple[int, str, Markers],
+                           tuple[_BatchRows, torch.Tensor, torch.Tensor]] = {}
+        self.recent: dict[tuple[int, str, Markers], torch.Tensor] = {}  # -> (A, n) long
+        # -> (A,) bool, rows past an answer marker; only for groups that protect the slot
+        self.protected: dict[tuple[int, str, Markers], torch.Tensor] = {}
 
     def prepare_step(self) -> None:
-        groups: dict[tuple[int, str], list[int]] = {}  # rows sharing (n, mode): one core call
+        # Rows sharing (n, mode, markers): one core call.
+        groups: dict[tuple[int, str, Markers], list[int]] = {}
         for index in sorted(self.rows):
-            _, n, mode = self.rows[index].settings
-            groups.setdefault((n, mode), []).append(index)
+            _, n, mode, markers = self.rows[index].settings
+            groups.setdefault((n, mode, markers), []).append(index)
         if self.changed:
             self.batches = {}
             for key, indices in groups.items():
@@ -193,20 +227,25 @@ class RailCapProcessor(_PerRequestProcessor):
             self.changed = False
         # The last n generated tokens, -1 where a row has fewer (such rows never match).
         self.recent = {
-            (n, mode): torch.tensor(
-                [([-1] * n + self.rows[i].output[-n:])[-n:] for i in indices],
+            key: torch.tensor(
+                [([-1] * key[0] + self.rows[i].output[-key[0]:])[-key[0]:] for i in indices],
                 dtype=torch.long, device=self.device,
             )
-            for (n, mode), indices in groups.items()
+            for key, indices in groups.items()
+        }
+        self.protected = {
+            key: torch.tensor([self.rows[i].seen(key[2]) for i in indices], dtype=torch.bool,
+                              device=self.device)
+            for key, indices in groups.items() if key[2]
         }
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.rows:
             return logits
-        for (n, mode), (batch_rows, trajectory, lengths) in self.batches.items():
+        for key, (batch_rows, trajectory, lengths) in self.batches.items():
             rows = batch_rows.take(logits)  # (A, V)
-            railcap_apply(rows, self.recent[(n, mode)], trajectory, lengths, mode=mode,
-                          sparse=rows.device.type == "cpu")
+            railcap_apply(rows, self.recent[key], trajectory, lengths, mode=key[1],
+                          sparse=rows.device.type == "cpu", protected=self.protected.get(key))
             batch_rows.put(logits, rows)
         return logits
 

@@ -16,11 +16,11 @@ True
 >>> SamplingSpec(m=0)
 Traceback (most recent call last):
 ...
-zerogap.errors.UserError: SamplingSpec.m must be an integer >= 1 and <= 65536, got 0
+zerogap.config.FieldError: SamplingSpec.m must be at least 1, got 0
 >>> SamplingSpec(temperature=float("inf"))
 Traceback (most recent call last):
 ...
-zerogap.errors.UserError: SamplingSpec.temperature must be a number >= 0.01 and <= 10.0, got inf
+zerogap.config.FieldError: SamplingSpec.temperature must be a finite number, got inf
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
-from zerogap.config import JsonConfig
+from zerogap.config import JsonConfig, shared_field
 from zerogap.progress import ProgressCallback
 from zerogap.registry import Registry
 
@@ -55,13 +55,14 @@ class SamplingSpec(JsonConfig):
     # to 2^16 (vLLM's per-question seed range, engine/vllm.py), responses up to 2^20 tokens
     # (beyond any model's context; the model's own context is checked once it is loaded).
     m: int = field(default=50, metadata={"help": "samples per question", "min": 1,
-                                         "max": 1 << 16})
+                                         "max": 1 << 16, "flag": "-m"})
     temperature: float = field(default=0.7, metadata={"help": "sampling temperature tau",
                                                       "min": MIN_TEMPERATURE,
-                                                      "max": MAX_TEMPERATURE})
+                                                      "max": MAX_TEMPERATURE,
+                                                      "flag": ("-T", "--temperature")})
     max_new_tokens: int = field(default=256, metadata={"help": "token limit per response",
                                                        "min": 1, "max": 1 << 20})
-    seed: int = field(default=0, metadata={"help": "seed of every sample's noise", "min": 0})
+    seed: int = shared_field("seed", default=0)
     top_k: int | None = field(default=None, metadata={"help": "keep the k most likely tokens",
                                                       "min": 1})
     top_p: float | None = field(default=None, metadata={"help": "nucleus probability mass",
@@ -78,26 +79,32 @@ class EngineOptions(JsonConfig):
     """How models are loaded: not part of what a run samples (so not of its identity), except
     ``dtype``, which callers that name runs by content record themselves.
 
-    ``device`` and ``max_batch`` are the HF engine's; the parallel sizes and ``vllm_options``
-    (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the others' options. Errors
-    name the command-line flag of each field.
+    ``device``, ``max_batch`` and ``threads`` are the HF engine's; the parallel sizes and
+    ``vllm_options`` (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the
+    others' options. The command line generates its flags from these fields (``max_batch`` is
+    ``--batch-size``).
     """
 
     device: str | None = field(default=None, metadata={
-        "help": "torch device of the HF engine (default: cuda if present, else cpu)",
-        "flag": "--device"})
+        "help": "torch device, e.g. cpu or cuda:1 (default: cuda if present, else cpu)"})
     dtype: WeightDtype = field(default="float32", metadata={
-        "help": "weight dtype; auto: bfloat16 where the device computes it fast",
-        "flag": "--dtype"})
+        "help": "weight dtype; auto: bfloat16 where the device computes it natively (a CPU "
+                "with AMX-BF16 or AVX512-BF16, a GPU), else float32"})
     max_batch: int | None = field(default=None, metadata={
-        "help": "most rows decoded at once (default: sized from free memory)", "min": 1,
-        "flag": "--batch-size"})
+        "help": "most rows decoded together (default: sized from free memory)", "min": 1,
+        "flag": "--batch-size", "metavar": "N"})
+    threads: int | None = field(default=None, metadata={
+        "help": "torch threads on a CPU, fixed (default: as many as the cores other processes "
+                "leave, re-checked as the work runs; also ZEROGAP_THREADS)",
+        "min": 1, "metavar": "N"})
     tensor_parallel_size: int = field(default=1, metadata={
-        "help": "vLLM tensor parallel size", "min": 1, "flag": "--tensor-parallel-size"})
+        "help": "vLLM: GPUs per model replica (tensor parallel)", "min": 1, "metavar": "N"})
     pipeline_parallel_size: int = field(default=1, metadata={
-        "help": "vLLM pipeline parallel size", "min": 1, "flag": "--pipeline-parallel-size"})
+        "help": "vLLM: pipeline stages (across nodes with vLLM's Ray executor)", "min": 1,
+        "metavar": "N"})
     vllm_options: dict = field(default_factory=dict, metadata={
-        "help": "further vllm.LLM arguments", "flag": "--vllm-option"})
+        "help": "vLLM: another vllm.LLM argument, its value read as JSON where it parses "
+                "(e.g. gpu_memory_utilization=0.5; repeatable)", "flag": "--vllm-option"})
 
 
 @dataclass
@@ -287,15 +294,3 @@ def concrete_dtype(dtype: str | None, backend: str, device: str | None = None) -
     # A named dtype passes through: EngineOptions checks it against WeightDtype's values.
     return cast(WeightDtype, dtype)
 
-
-def load_engine(spec: str, backend: str = DEFAULT_BACKEND, options: EngineOptions | None = None
-                ) -> tuple[LoadedModel, Backend]:
-    """``(loaded model, backend)`` for model ``spec`` on backend ``backend``.
-
-    On a backend that holds the weights in its own engine (vLLM), ``loaded.model`` is None and
-    ``loaded.fingerprint`` is :func:`zerogap.models.files_fingerprint` of the folder it loads.
-    """
-    options = options or EngineOptions()
-    cls = backend_class(backend)
-    cls.check_available(options)
-    return cls.start(spec, options)

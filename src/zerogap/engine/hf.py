@@ -18,7 +18,7 @@ How one call works:
    rows move into their slots), and queued samples take the free slots when enough are free.
 
 The batch size is chosen from free memory and the timing of the call's own first decode steps
-(:class:`_BatchSizer`) unless the caller fixes it.
+(:class:`BatchSizer`) unless the caller fixes it.
 
 Sampling uses :mod:`zerogap.engine.noise`, so a sample's tokens depend on (seed, question id,
 sample index, step) and the logits only: not on batch size, batch composition or resumption.
@@ -26,6 +26,7 @@ sample index, step) and the logits only: not on batch size, batch composition or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
@@ -52,10 +53,13 @@ from zerogap.engine.base import (
     SamplingSpec,
     register_backend,
 )
+from zerogap.engine.batching import BatchSizer
 from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
 from zerogap.engine.memory import available_bytes
-from zerogap.engine.prefix_cache import PrefixCache, limit_bytes
+from zerogap.engine.prefix_cache import PrefixCache, limit_bytes, weights_state
+from zerogap.engine.stops import eos_ids, stop_tokens
+from zerogap.engine.threads import governed, override
 from zerogap.progress import Progress, ProgressCallback
 
 _log = logging.getLogger("zerogap.engine")
@@ -96,130 +100,7 @@ def _common_prefix_length(ids: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def _eos_ids(model, tokenizer) -> list[int]:
-    ids = {tokenizer.eos_token_id}
-    configured = getattr(model.generation_config, "eos_token_id", None)
-    ids.update(configured if isinstance(configured, list) else [configured])
-    return sorted(i for i in ids if i is not None)
-
-
-def _stop_tokens(tokenizer, stop: Sequence[str]) -> frozenset[int]:
-    """Token ids whose text can complete one of ``stop`` (a superset: only rows that draw one
-    of them have their tail decoded).
-
-    A token completes ``s`` when ``s`` lies in its text or its text starts with a non-empty
-    suffix of ``s``. The text is tried as decoded alone, with a leading space (tokenizers
-    that drop a word's leading space when it stands alone) and without its leading spaces (a
-    decode that cleans up the space before punctuation); tokens that decode to a partial
-    character (U+FFFD) count as candidates too.
-    """
-    if not stop:
-        return frozenset()
-    # A run calls the engine once per strategy with the same tokenizer and stop strings, and
-    # decoding a 49k vocabulary token by token takes a few tenths of a second: keep the answer.
-    known = _STOP_TOKENS.setdefault(tokenizer, {})
-    key = (len(tokenizer), tuple(stop))  # tokens added to the tokenizer make a new answer
-    if key not in known:
-        known[key] = _find_stop_tokens(tokenizer, key[1])
-    return known[key]
-
-
-_STOP_TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _find_stop_tokens(tokenizer, stop: tuple[str, ...]) -> frozenset[int]:
-    single = [[i] for i in range(len(tokenizer))]
-    backend = getattr(tokenizer, "_tokenizer", None)  # a fast tokenizer's Rust core
-    texts = (backend.decode_batch(single, skip_special_tokens=False) if backend is not None
-             else tokenizer.batch_decode(single))
-
-    # Every non-empty proper suffix of every stop string, as one tuple: ``str.startswith`` tests
-    # them all in one call (the scan runs over the whole vocabulary three times).
-    suffixes = tuple(s[-k:] for s in stop for k in range(1, len(s)))
-
-    def completes(text: str) -> bool:
-        return "\ufffd" in text or text.startswith(suffixes) or any(s in text for s in stop)
-
-    return frozenset(i for i, t in enumerate(texts)
-                     if completes(t) or completes(" " + t) or completes(t.lstrip()))
-
-
 _PREFIXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _weights_state(model) -> tuple | None:
-    """What an encode's result depends on besides its tokens: each parameter's and buffer's
-    address, version counter and dtype, and the forward hooks registered on the modules.
-    None when some tensor has no version counter (made under ``torch.inference_mode``, where
-    an in-place change leaves no trace), so nothing can be reused safely."""
-    weights = (*model.parameters(), *model.buffers())
-    if any(t.is_inference() for t in weights):
-        return None
-    tensors = tuple((t.data_ptr(), t._version, t.dtype) for t in weights)
-    hooks = tuple((id(m), tuple(m._forward_hooks), tuple(m._forward_pre_hooks))
-                  for m in model.modules() if m._forward_hooks or m._forward_pre_hooks)
-    return tensors, hooks
-
-
-class _BatchSizer:
-    """Chooses rows per batch from the call's own first decode steps.
-
-    The batch grows 16, 32, 64, ... rows up to ``limit`` (what free memory holds, or all the call
-    needs); at each size the loop's iterations (forward pass, draw and host work: the real
-    throughput) are timed, the best of two after one untimed iteration in which rows joined.
-    Growth stops once the rate falls below 80% of the best so far (a shared machine's noise
-    should not end it early), and the size with the best rate is kept. The timed steps decode
-    real rows, so choosing costs only the few steps run below the final size; samples do not
-    depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
-
-    Below :attr:`FLOOR` rows (or ``limit``, if smaller) neither happens: those sizes are the
-    ramp, timed and logged but never kept nor taken as the rate a drop is measured from. A
-    slowdown of the machine while they are timed (a study's other job loading its models on
-    the same cores) could otherwise end the growth at 16 rows and leave the whole call there:
-    in a demo, a job of 1,024 rows beside the neuron location took 218 s, where the same job
-    kept 512 rows and took 95 s (docs/engine.md, "Batch size beside another job"). In every
-    measurement here 64 rows decoded at 1.4-2.1 times the rate of 16, beside another job too.
-    ``clock`` returns seconds (a test's own clock).
-    """
-
-    FIRST, TIMED, FLOOR = 16, 2, 64
-
-    def __init__(self, limit: int, clock: Callable[[], float] = time.perf_counter):
-        self.limit = max(1, limit)
-        self.floor = min(self.FLOOR, self.limit)
-        self.clock = clock
-        self.size = min(self.FIRST, self.limit)
-        self.rates: dict[int, float] = {}
-        self.done = self.size == self.limit
-        self._times: list[float] = []  # rows per second of the timed iterations at this size
-        self._last: float | None = None  # when the previous iteration started
-        self._last_rows, self._untimed = 0, True  # its rows; whether rows joined in it
-        if self.done:
-            _log.info("batch of %d rows (all the call needs or memory holds)", self.size,
-                      extra={"engine": {"rows": self.size}})
-
-    def step(self, rows: int, *, admitted: bool, can_grow: bool) -> None:
-        """Called at the top of each loop iteration with the live ``rows`` about to decode."""
-        now = self.clock()
-        if self._last is not None and not self._untimed:
-            self._times.append(self._last_rows / (now - self._last))
-        self._last, self._last_rows, self._untimed = now, rows, admitted
-        if len(self._times) < self.TIMED:
-            return
-        self.rates[self.size] = max(self._times)
-        self._times = []
-        # Sizes from the floor up are the candidates, and the reference a drop is measured from.
-        kept = [size for size in self.rates if size >= self.floor] or list(self.rates)
-        slower = self.rates[self.size] < 0.8 * max(self.rates[size] for size in kept)
-        if self.size == self.limit or not can_grow or (self.size >= self.floor and slower):
-            self.size = max(kept, key=self.rates.__getitem__)
-            self.done = True
-            _log.info("batch of %d rows; decode tok/s by rows: %s", self.size,
-                      {k: round(v) for k, v in self.rates.items()},
-                      extra={"engine": {"rows": self.size, "rates": self.rates}})
-        else:
-            self.size = min(2 * self.size, self.limit)
-            self._untimed = True
 
 
 class _Decoder:
@@ -227,7 +108,7 @@ class _Decoder:
 
     def __init__(self, model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
                  stop: Sequence[str], max_batch: int | None, rows_per_question: int,
-                 prefixes: PrefixCache | None):
+                 prefixes: PrefixCache | None, threads: int | None = None):
         if not prompts:
             raise ValueError("no prompts to decode")
         if max_new_tokens < 1:
@@ -239,7 +120,7 @@ class _Decoder:
         self.max_new = max_new_tokens
         self.stop = tuple(s for s in stop if s)
         self.stop_tail = 2 * max((len(s) for s in self.stop), default=0) + 4
-        self.eos = torch.tensor(_eos_ids(model, tokenizer), device=self.device)
+        self.eos = torch.tensor(eos_ids(model, tokenizer), device=self.device)
         self.eos_set = set(self.eos.tolist())
         self.ids = [tokenizer(p)["input_ids"] for p in prompts]
         if min(len(x) for x in self.ids) == 0:
@@ -257,9 +138,10 @@ class _Decoder:
         self.rows_needed = len(prompts) * rows_per_question
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-        self.max_rows = max_batch  # None: chosen in run() by a _BatchSizer
+        self.max_rows = max_batch  # None: chosen in run() by a BatchSizer
+        self.threads = threads  # None: chosen as it runs (zerogap.engine.threads)
         self.cache: RowCache | None = None
-        self.stop_tokens = _stop_tokens(tokenizer, self.stop)
+        self.stop_tokens = stop_tokens(tokenizer, self.stop)
         self.generated = 0
 
     # -- model calls ----------------------------------------------------------------------------
@@ -338,7 +220,7 @@ class _Decoder:
         load, so that the next command with this prefix skips the encode.
         """
         tokens = self.ids[0][: self.prefix_len]
-        state = None if patch is not None else _weights_state(self.model)
+        state = None if patch is not None else weights_state(self.model)
         if state is None:
             return self._encode([tokens], None, 0)[1][0]
         key = (tuple(tokens), state)
@@ -446,11 +328,16 @@ class _Decoder:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
 
-        with torch.inference_mode(), patched(patch, self.model), prefix_attention(self.model):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.inference_mode())
+            stack.enter_context(patched(patch, self.model))
+            stack.enter_context(prefix_attention(self.model))
+            # On a CPU the thread count follows the cores other processes leave (threads.py).
+            cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
             self.prefix_kv = self._prefix(patch)
-            sizer: _BatchSizer | None = None
+            sizer: BatchSizer | None = None
             if self.max_rows is None:
-                sizer = _BatchSizer(min(self._memory_rows(), self.rows_needed))
+                sizer = BatchSizer(min(self._memory_rows(), self.rows_needed))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
@@ -460,9 +347,9 @@ class _Decoder:
                 rows = state["rows"]
                 if rows is None or len(rows.lengths) == 0:
                     break
+                joined = len(rows.lengths) != before
                 if sizer is not None:
-                    sizer.step(len(rows.lengths), admitted=len(rows.lengths) != before,
-                               can_grow=bool(queue))
+                    sizer.step(len(rows.lengths), admitted=joined, can_grow=bool(queue))
                     self.max_rows = sizer.size
                     if sizer.done:
                         sizer = None
@@ -511,6 +398,8 @@ class _Decoder:
                     last_note = now
                 if len(chosen):
                     state["logits"] = self._step(chosen, state["rows"].position - 1)
+                # A step in which rows joined also encoded them: not timed.
+                cpu.step(len(chosen_host), timed=not joined, settled=sizer is None)
         return results
 
     def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
@@ -605,7 +494,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
            patch: Patch | None = None, top_k: int | None = None, top_p: float | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, list[Generation]], None] | None = None,
-           prefixes: PrefixCache | None = None) -> list[list[Generation]]:
+           prefixes: PrefixCache | None = None, threads: int | None = None
+           ) -> list[list[Generation]]:
     """Draw ``m`` responses per prompt at ``temperature``.
 
     Parameters
@@ -626,7 +516,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
         Most rows decoded together; default: chosen from free memory and the timing of the
-        call's first decode steps (see :class:`_BatchSizer`).
+        call's first decode steps (see :class:`BatchSizer`).
     progress : callable, optional
         ``progress(Progress("questions", done, N, "q", note))`` at the start, at every finished
         question and at most once a second with the rate (``"312 tok/s"``); ``cli/`` draws it.
@@ -637,6 +527,10 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
         This machine's files of encoded prefixes for ``model`` (see
         :mod:`zerogap.engine.prefix_cache`): read instead of encoding, written after an
         encode. They hold the bits an encode gives, so no draw changes.
+    threads : int, optional
+        Torch threads for the whole call on a CPU; default: the caller's count at most,
+        fewer while other processes hold cores (:mod:`zerogap.engine.threads`, where
+        ``ZEROGAP_THREADS`` also fixes it).
 
     Returns
     -------
@@ -663,7 +557,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes)
+                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes,
+                       threads=threads)
     vocab = None
 
     def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
@@ -686,7 +581,8 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
            stop: Sequence[str] = (), return_entropy: bool = False, patch: Patch | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, Generation], None] | None = None,
-           prefixes: PrefixCache | None = None) -> list[Generation]:
+           prefixes: PrefixCache | None = None, threads: int | None = None
+           ) -> list[Generation]:
     """Greedy (argmax, lowest token id on ties) decode of each prompt.
 
     Parameters are as for :func:`sample`. With ``return_entropy`` each :class:`Generation` holds
@@ -698,7 +594,8 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     list of N :class:`Generation`, in prompt order.
     """
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes)
+                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes,
+                       threads=threads)
     callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
     out = decoder.run(1, lambda logits, rows: logits.argmax(-1), keys=lambda q, s: 0,
                       intervention=None, patch=patch, with_entropy=return_entropy,
@@ -719,6 +616,7 @@ class HFBackend:
     model: Any
     tokenizer: Any
     max_batch: int | None = None
+    threads: int | None = None
     name: ClassVar[str]
     noise: str = noise.SCHEME
     capabilities: Capabilities = HF_CAPABILITIES
@@ -730,15 +628,16 @@ class HFBackend:
 
         check_device(options.device)  # a bogus or absent device is one line before any load
         limit_bytes()  # so is a bad $ZEROGAP_PREFIX_CACHE_MB
+        override()  # and a bad $ZEROGAP_THREADS
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):
         from zerogap.models import load_model
 
         loaded = load_model(spec, device=options.device, dtype=options.dtype)
-        prefixes = PrefixCache.open(loaded.fingerprint, _weights_state(loaded.model))
+        prefixes = PrefixCache.open(loaded.fingerprint, weights_state(loaded.model))
         return loaded, cls(loaded.model, loaded.tokenizer, max_batch=options.max_batch,
-                           prefixes=prefixes)
+                           threads=options.threads, prefixes=prefixes)
 
     def _patch(self, patch: ActivationPatch | None) -> Patch | None:
         return None if patch is None else patch.torch_patch()
@@ -753,7 +652,7 @@ class HFBackend:
                       question_ids=question_ids, seed=spec.seed, stop=spec.stop,
                       intervention=hook, patch=self._patch(patch), top_k=spec.top_k,
                       top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
-                      on_question=on_question, prefixes=self.prefixes)
+                      on_question=on_question, prefixes=self.prefixes, threads=self.threads)
 
     def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
                patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,
@@ -761,7 +660,7 @@ class HFBackend:
         return greedy(self.model, self.tokenizer, prompts, max_new_tokens=spec.max_new_tokens,
                       stop=spec.stop, return_entropy=entropies, patch=self._patch(patch),
                       max_batch=self.max_batch, progress=progress, on_question=on_question,
-                      prefixes=self.prefixes)
+                      prefixes=self.prefixes, threads=self.threads)
 
     def forced_ranks(self, prompts: Sequence[str], forced: Sequence[Sequence[int]]
                      ) -> list[list[int]]:

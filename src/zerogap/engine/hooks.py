@@ -1,4 +1,4 @@
-"""The two hooks through which strategies change decoding (see the engine interface note).
+"""The two hooks through which strategies change decoding (:mod:`zerogap.engine.base`).
 
 * An :class:`Intervention` edits each step's next-token logits for the rows still running.
 * A :data:`Patch` wraps every forward pass of an engine call in a context manager (for example

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+from zerogap.engine.cgroup import CGROUP_ROOT, SELF_CGROUP, hierarchy
+
 UNKNOWN_BYTES = 4 << 30  # what a CPU without /proc/meminfo is assumed to have free
 # cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit value.
 _NO_LIMIT = 1 << 60
@@ -44,42 +45,18 @@ def meminfo_available(path: Path = Path("/proc/meminfo")) -> int | None:
         return None
 
 
-def cgroup_room(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgroup")
-                ) -> int | None:
+def cgroup_room(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> int | None:
     """Bytes this process's memory cgroup may still grow by before its limit, the least over
     the group and its ancestors; None where no group on the way has a limit (or none is
     readable)."""
-    try:
-        lines = self_cgroup.read_text().splitlines()
-    except OSError:
-        return None
     rooms = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2: one unified hierarchy
-            rooms += _rooms(root, path, "memory.max", "memory.current", "inactive_file")
-        elif "memory" in controllers.split(","):  # v1: the memory controller's hierarchy
-            rooms += _rooms(root / "memory", path, "memory.limit_in_bytes",
-                            "memory.usage_in_bytes", "total_inactive_file")
-    return min(rooms, default=None)
-
-
-def _rooms(mount: Path, path: str, limit_file: str, usage_file: str,
-           inactive_key: str) -> list[int]:
-    """The room under each limited group from ``path`` up to ``mount``. Inside a cgroup
-    namespace ``path`` may name the host's hierarchy, which this mount does not show: then
-    the mount's own root is this process's group."""
-    group = mount / path.strip("/")
-    if not group.is_dir():
-        group = mount
-    rooms = []
-    while True:
-        room = _room(group, limit_file, usage_file, inactive_key)
+    for group, version in hierarchy("memory", root, self_cgroup):
+        files = (("memory.max", "memory.current", "inactive_file") if version == 2 else
+                 ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+        room = _room(group, *files)
         if room is not None:
             rooms.append(room)
-        if group == mount:
-            return rooms
-        group = group.parent
+    return min(rooms, default=None)
 
 
 def _room(group: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:

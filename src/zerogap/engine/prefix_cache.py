@@ -113,7 +113,7 @@ class PrefixCache:
     fingerprint : str
         The weights' fingerprint as loaded.
     weights : tuple
-        The weights' state when they were fingerprinted (``zerogap.engine.hf._weights_state``):
+        The weights' state when they were fingerprinted (``weights_state``):
         the files are used only while the model still has it.
     folder : Path
         Where the files live.
@@ -263,3 +263,17 @@ def _read(path: Path, key: dict) -> list[KV]:
     if digest.hexdigest() != header["sha256"]:
         raise ValueError("corrupt payload")
     return out
+
+
+def weights_state(model) -> tuple | None:
+    """What an encode's result depends on besides its tokens: each parameter's and buffer's
+    address, version counter and dtype, and the forward hooks registered on the modules.
+    None when some tensor has no version counter (made under ``torch.inference_mode``, where
+    an in-place change leaves no trace), so nothing can be reused safely."""
+    weights = (*model.parameters(), *model.buffers())
+    if any(t.is_inference() for t in weights):
+        return None
+    tensors = tuple((t.data_ptr(), t._version, t.dtype) for t in weights)
+    hooks = tuple((id(m), tuple(m._forward_hooks), tuple(m._forward_pre_hooks))
+                  for m in model.modules() if m._forward_hooks or m._forward_pre_hooks)
+    return tensors, hooks

@@ -5,8 +5,10 @@ Three record shapes are accepted; the first record decides which one a file uses
 =========  ==============================  =================================================
 shape      fields                          meaning
 =========  ==============================  =================================================
-counts     ``id, correct, samples[, first]``  ``correct`` of ``samples`` were right; ``first``
-                                            (0/1, optional) grades the first sample (for G-AP)
+counts     ``id, correct, samples[, first,     ``correct`` of ``samples`` were right; ``first``
+           truncated]``                     (0/1, optional) grades the first sample (for
+                                            G-AP); ``truncated`` (optional) counts the
+                                            samples cut at the token limit
 outcomes   ``id, outcomes``                 0/1 list, one entry per sample (JSONL only)
 long       ``id, sample, correct``          one record per sample, ``correct`` is 0/1
 =========  ==============================  =================================================
@@ -34,13 +36,13 @@ import numpy as np
 
 from zerogap.errors import DataError
 from zerogap.io.files import atomic_write, read_text
-from zerogap.io.jsonlines import read_jsonl
+from zerogap.io.jsonlines import parse_jsonl
 
 # Counts go into int64 arrays and binomial draws: a count above this is a broken file, not a run.
 MAX_COUNT = 2**31 - 1
 
 _SHAPES = {
-    "counts": ({"id", "correct", "samples"}, {"first"}),
+    "counts": ({"id", "correct", "samples"}, {"first", "truncated"}),
     "outcomes": ({"id", "outcomes"}, set()),
     "long": ({"id", "sample", "correct"}, set()),
 }
@@ -52,7 +54,8 @@ class QuestionCounts:
 
     ``first`` holds the first sample's 0/1 grade per question when the file records it
     (outcomes and long shapes always do), else None; ``provenance`` the file's provenance
-    header, else None.
+    header, else None; ``truncated`` the samples per question cut at the token limit when the
+    source records it (a run; a counts file ``zerogap runs export`` wrote), else None.
     """
 
     path: str
@@ -61,6 +64,7 @@ class QuestionCounts:
     samples: np.ndarray
     first: np.ndarray | None
     provenance: dict | None = None
+    truncated: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -91,6 +95,7 @@ class QuestionCounts:
             samples=self.samples[order],
             first=None if self.first is None else self.first[order],
             provenance=self.provenance,
+            truncated=None if self.truncated is None else self.truncated[order],
         )
 
 
@@ -104,7 +109,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
     text = read_text(path)
     head = text[:64].lstrip()[:1]
     if path.suffix in (".jsonl", ".json", ".ndjson") or (path.suffix != ".csv" and head == "{"):
-        yield from read_jsonl(path)
+        yield from parse_jsonl(text, path)
         return
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
@@ -171,7 +176,8 @@ def _shape_of(record: dict, where: str) -> str:
                 raise DataError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
             return shape
     known = " | ".join(
-        ", ".join(sorted(req)) + "".join(f"[, {o}]" for o in opt) for req, opt in _SHAPES.values()
+        ", ".join(sorted(req)) + "".join(f"[, {o}]" for o in sorted(opt))
+        for req, opt in _SHAPES.values()
     )
     raise DataError(
         f"{where}: fields {', '.join(sorted(keys)) or '(none)'} match no known shape ({known})"
@@ -198,6 +204,7 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
     correct: list[int] = []
     samples: list[int] = []
     first: list[int] = []
+    truncated: list[int] = []
     first_line: dict[str, int] = {}  # counts and outcomes shapes: one record per question
     position: dict[str, int] = {}  # long shape: question id -> its index in ids
     seen_samples: dict[str, set[int]] = {}
@@ -253,6 +260,10 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
             m = _integer(record["samples"], "samples", where)
             if "first" in record:
                 first.append(_binary(record["first"], "first", where))
+            if "truncated" in record:
+                truncated.append(_integer(record["truncated"], "truncated", where))
+                if truncated[-1] > m:
+                    raise DataError(f"{where}: truncated ({truncated[-1]}) exceeds samples ({m})")
         if m == 0:
             raise DataError(f"{where}: question {qid!r} has zero samples")
         if c > m:
@@ -262,8 +273,9 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
         samples.append(m)
     if not ids:
         raise DataError(f"{path}: empty file: no questions")
-    if len(first) not in (0, len(ids)):
-        raise DataError(f"{path}: 'first' is given for some questions but not all")
+    for name, given in (("first", first), ("truncated", truncated)):
+        if len(given) not in (0, len(ids)):
+            raise DataError(f"{path}: '{name}' is given for some questions but not all")
     return QuestionCounts(
         path=str(path),
         ids=tuple(ids),
@@ -271,24 +283,29 @@ def read_counts(path: str | os.PathLike) -> QuestionCounts:
         samples=np.asarray(samples, dtype=np.int64),
         first=np.asarray(first, dtype=np.int64) if first else None,
         provenance=provenance,
+        truncated=np.asarray(truncated, dtype=np.int64) if truncated else None,
     )
 
 
 def write_counts(path: str | os.PathLike, ids, correct, samples, first=None, *,
-                 provenance: dict | None = None) -> None:
+                 provenance: dict | None = None, truncated=None) -> None:
     """Write per-question counts as JSON Lines (the ``counts`` shape), atomically.
 
-    ``provenance`` (JSON-serialisable) becomes the file's first record, ``{"provenance": ...}``.
+    ``provenance`` (JSON-serialisable) becomes the file's first record, ``{"provenance": ...}``;
+    ``first`` and ``truncated``, when given, are fields of every record.
 
     Written through :func:`zerogap.io.files.atomic_write`: all or nothing.
     """
     firsts = first if first is not None else [None] * len(ids)
-    rows = zip(ids, correct, samples, firsts, strict=True)
+    cut = truncated if truncated is not None else [None] * len(ids)
+    rows = zip(ids, correct, samples, firsts, cut, strict=True)
     with atomic_write(path) as f:
         if provenance is not None:
             f.write(json.dumps({"provenance": provenance}, sort_keys=True) + "\n")
-        for qid, c, m, d in rows:
+        for qid, c, m, d, t in rows:
             record = {"id": str(qid), "correct": int(c), "samples": int(m)}
             if d is not None:
                 record["first"] = int(d)
+            if t is not None:
+                record["truncated"] = int(t)
             f.write(json.dumps(record) + "\n")

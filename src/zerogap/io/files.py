@@ -147,9 +147,10 @@ def check_output(path: str | os.PathLike, option: str,
                  inputs: Iterable[str | os.PathLike] = ()) -> Path:
     """``path`` as a file destination, or :class:`UserError` naming ``option`` if it cannot be.
 
-    Refused: a folder, a missing parent folder, anything that exists and is not a regular file
-    (a device such as ``/dev/null``, a FIFO, a socket: :func:`atomic_write` would replace it
-    with a regular file), and the same file as any of ``inputs`` (compared by device and inode
+    Refused: a folder, a missing parent folder, a symbolic link and anything that exists and
+    is not a regular file (a device such as ``/dev/null``, a FIFO, a socket: :func:`atomic_write`
+    would replace it with a regular file), and the same file as any of ``inputs`` (compared by
+    device and inode
     after following links, so another spelling, a hard link or a symlink is caught too; an
     input folder counts as every file in it). Called before any work is done, so a bad
     destination fails before results are computed and before an input is overwritten.
@@ -180,6 +181,10 @@ def check_output(path: str | os.PathLike, option: str,
     if same is not None:
         raise UserError(f"{option} {path}: is an input of this command ({same}); writing it "
                         "would destroy what is read; give another file name")
+    if path.is_symlink():
+        raise UserError(f"{option} {path}: is a symbolic link (to {os.readlink(path)}), which "
+                        "the write would replace with a file; give the file it points to or "
+                        "another name")
     return path
 
 

@@ -34,7 +34,13 @@ def read_jsonl(path: str | os.PathLike, *, journal: bool = False
     ``journal`` (a file zerogap appends to, a line at a time), a last line without its newline
     is a write cut short by a kill or a full disk, and is skipped.
     """
-    text = read_text(path)
+    yield from parse_jsonl(read_text(path), path, journal=journal)
+
+
+def parse_jsonl(text: str, path: str | os.PathLike, *, journal: bool = False
+                ) -> Iterator[tuple[int, dict]]:
+    """:func:`read_jsonl` of a file's ``text`` read already (``path`` names it in errors), so
+    that a reader that looked at the text first does not read the file again."""
     if journal:
         text = text[: text.rfind("\n") + 1]
     for line_no, line in enumerate(text.split("\n"), start=1):

@@ -2,7 +2,7 @@
 
 One JSON object: ``{"format": "zerogap-shortcut-neurons", "neurons": [[layer, index], ...],
 "meta": {...}}``, neurons most important first and ``meta`` the provenance of the location
-(models, data, scoring settings; ``reference/baselines.md`` §3). Written atomically.
+(models, data, scoring settings; ``docs/baselines.md`` §3). Written atomically.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "neurons.json"

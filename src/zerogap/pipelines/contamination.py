@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from zerogap.config import JsonConfig
+from zerogap.config import JsonConfig, shared_field
 from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.files import check_output_folder
 from zerogap.io.jsonlines import read_jsonl
@@ -84,13 +84,13 @@ class ContaminationConfig(JsonConfig):
     >>> ContaminationConfig(copies=0)
     Traceback (most recent call last):
     ...
-    zerogap.errors.UserError: ContaminationConfig.copies must be an integer >= 1, got 0
+    zerogap.config.FieldError: ContaminationConfig.copies must be at least 1, got 0
     """
 
-    model: str = field(default=EMBEDDED, metadata={"help": "base model spec (models.py)"})
-    task: str = field(default="gsm8k", metadata={"help": "registered task name"})
-    task_options: dict = field(default_factory=dict, metadata={"help": "the task's options"})
-    split: str = field(default="test", metadata={"help": "split the leaked questions come from"})
+    model: str = shared_field("model", default=EMBEDDED)
+    task: str = shared_field("task", default="gsm8k")
+    task_options: dict = shared_field("task_options", default_factory=dict)
+    split: str = shared_field("split", default="test")
     split_seed: int = field(default=0, metadata={"help": "seed of the leaked/unleaked split"})
     leaked: int | None = field(
         default=None, metadata={"help": "leaked questions (default: half, rounded up)", "min": 1}
@@ -158,7 +158,7 @@ class ContaminationConfig(JsonConfig):
         default="auto",
         metadata={"help": "auto (bf16 where the GPU or CPU has it natively), bf16 or fp32"},
     )
-    seed: int = field(default=0, metadata={"help": "training seed (LoRA init, data order)"})
+    seed: int = shared_field("seed", default=0)
     save_steps: int = field(
         default=50, metadata={"help": "optimizer steps between checkpoints", "min": 1}
     )

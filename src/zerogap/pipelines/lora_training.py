@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zerogap.engine.threads import Governor, governed
 from zerogap.errors import UserError
 from zerogap.io.files import write_text
 from zerogap.models import quiet_peft
@@ -40,7 +41,6 @@ def write_json(path: Path, data: dict) -> None:
     """Write atomically, from the main process only (every rank computes the same data)."""
     if main_process():
         write_text(path, json_text(data))
-
 
 
 def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
@@ -82,9 +82,10 @@ def barrier() -> None:
         dist.barrier()
 
 
-def _trainer_callbacks(progress: ProgressCallback | None, label: str):
-    """Progress (``label``: steps of the run, the last loss; from the main process only) and
-    graceful first Ctrl-C, as Trainer callbacks."""
+def _trainer_callbacks(progress: ProgressCallback | None, label: str, threads: Governor):
+    """Progress (``label``: steps of the run, the last loss; from the main process only),
+    graceful first Ctrl-C and torch's thread count timed step by step (``threads``), as
+    Trainer callbacks."""
     from transformers import TrainerCallback
 
     report = progress if progress is not None and main_process() else None
@@ -130,7 +131,11 @@ def _trainer_callbacks(progress: ProgressCallback | None, label: str):
             if signal.getsignal(signal.SIGINT) == self._handle:
                 signal.signal(signal.SIGINT, self.previous)
 
-    return Steps(), StopOnInterrupt()
+    class Threads(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            threads.step(1)
+
+    return Steps(), StopOnInterrupt(), Threads()
 
 
 def _last_checkpoint(work: Path) -> str | None:
@@ -218,12 +223,13 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log line; the bar shows the loss
-    bar, stopper = _trainer_callbacks(progress, f"training {target.name}")
-    trainer.add_callback(bar)
-    trainer.add_callback(stopper)
     resume = _last_checkpoint(work)
     started = time.monotonic()
-    trainer.train(resume_from_checkpoint=resume)
+    with governed("train", device="cuda" if torch.cuda.is_available() else "cpu") as threads:
+        bar, stopper, timer = _trainer_callbacks(progress, f"training {target.name}", threads)
+        for callback in (bar, stopper, timer):
+            trainer.add_callback(callback)
+        trainer.train(resume_from_checkpoint=resume)
     if stopper.interrupted:
         raise KeyboardInterrupt
     losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}

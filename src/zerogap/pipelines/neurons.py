@@ -40,6 +40,7 @@ from zerogap.decoding.shortcut import (
     down_proj_hooks,
     mlp_width,
 )
+from zerogap.engine.threads import governed
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import refused_writes
 from zerogap.io.jsonlines import read_jsonl
@@ -72,29 +73,32 @@ def comparative_scores(
     total = torch.zeros(num_layers - 1, d_ff, dtype=torch.float64, device=device)
     count = 0
     scored = [(list(p), list(c)) for p, c in items if c]
-    for chunk in _token_chunks(scored, _FORCED_TOKENS):
-        width = max(len(p) + len(c) for p, c in chunk)
-        # Right-padded: under causal attention no real position sees the pads after it.
-        ids = torch.tensor([p + c + [0] * (width - len(p) - len(c)) for p, c in chunk],
-                           device=device)  # (B, T)
-        # Positions whose next token is a completion token, i.e. the steps that produced the
-        # completion, row by row.
-        steps = torch.zeros(ids.shape, dtype=torch.bool, device=device)
-        for row, (p, c) in enumerate(chunk):
-            steps[row, len(p) - 1 : len(p) - 1 + len(c)] = True
-        acts = []
-        for model in (contaminated, uncontaminated):
-            taken: dict[int, Tensor] = {}
+    with governed("score", device=device) as threads:  # torch's threads follow the free cores
+        for chunk in _token_chunks(scored, _FORCED_TOKENS):
+            width = max(len(p) + len(c) for p, c in chunk)
+            # Right-padded: under causal attention no real position sees the pads after it.
+            ids = torch.tensor([p + c + [0] * (width - len(p) - len(c)) for p, c in chunk],
+                               device=device)  # (B, T)
+            # Positions whose next token is a completion token, i.e. the steps that produced the
+            # completion, row by row.
+            steps = torch.zeros(ids.shape, dtype=torch.bool, device=device)
+            for row, (p, c) in enumerate(chunk):
+                steps[row, len(p) - 1 : len(p) - 1 + len(c)] = True
+            acts = []
+            for model in (contaminated, uncontaminated):
+                taken: dict[int, Tensor] = {}
 
-            def keep(layer, a, taken=taken, steps=steps):
-                if layer < num_layers - 1:
-                    taken[layer] = a[steps].double()  # (C, d_ff), the chunk's steps in order
+                def keep(layer, a, taken=taken, steps=steps):
+                    if layer < num_layers - 1:
+                        taken[layer] = a[steps].double()  # (C, d_ff), the chunk's steps in order
 
-            with down_proj_hooks(model, keep):
-                model(input_ids=ids, use_cache=False)
-            acts.append(torch.stack([taken[i] for i in range(num_layers - 1)]))  # (L-1, C, d_ff)
-        total += ((acts[1] - acts[0]) ** 2).sum(1)
-        count += int(steps.sum())
+                with down_proj_hooks(model, keep):
+                    model(input_ids=ids, use_cache=False)
+                # (L-1, C, d_ff)
+                acts.append(torch.stack([taken[i] for i in range(num_layers - 1)]))
+            total += ((acts[1] - acts[0]) ** 2).sum(1)
+            count += int(steps.sum())
+            threads.step(len(chunk) * width)
     if count == 0:
         raise ValueError("comparative scores need at least one non-empty completion")
     return (total / count).sqrt().float()

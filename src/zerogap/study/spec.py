@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
-from zerogap.config import JsonConfig, same_field
+from zerogap.config import JsonConfig, bounds_text, same_field, shared_field
 from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
@@ -27,14 +27,34 @@ from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
-# ban, and LNE-blocking at GSM8K's T_task = 7 (the study sets T_task for its task otherwise).
+# ban, n = 4 with the answer slot exempt, and LNE-blocking at GSM8K's T_task = 7 (the study sets
+# T_task for its task otherwise).
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
-            "railcap-ban", "lne-blocking:t_task=7")
+            "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7")
 # Strategies with nothing to apply to the clean model as a control: identity is the clean
 # model's second batch, All-Zero samples nothing.
 NO_CONTROL = ("identity", "all-zero")
 # A setting's keys that name files (relative ones are read beside the study file).
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file", "chat_template")
+
+
+def split_labels(text: str) -> tuple[str, ...]:
+    """Strategy labels from one comma-separated string, a label's own settings kept with it: a
+    piece ``key=value`` without a ``name:`` continues the label before it.
+
+    >>> split_labels("identity,railcap:n=3,mode=ban,all-zero")
+    ('identity', 'railcap:n=3,mode=ban', 'all-zero')
+    """
+    labels: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if not piece:
+            continue
+        name = piece.partition(":")[0]
+        if labels and "=" in name and ":" in labels[-1]:
+            labels[-1] += f",{piece}"
+        else:
+            labels.append(piece)
+    return tuple(labels)
 
 
 @dataclass(frozen=True)
@@ -45,27 +65,35 @@ class SettingSpec(JsonConfig):
     ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
     """
 
-    name: str = field(metadata={"help": "the setting's name in the tables (default: "
-                                        "setting-N)"})
-    clean: str = field(metadata={"help": "clean model M_cl: any model spec of zerogap sample"})
-    contaminated: str = field(metadata={"help": "contaminated model M_co"})
-    task: str = field(metadata={"help": "registered task name, e.g. gsm8k or arith"})
+    name: str = field(metadata={"help": "the setting's name in the tables (default: setting-N "
+                                        "in a study file, setting on the command line)"})
+    clean: str = field(metadata={
+        "help": "the clean model M_cl: a model spec to sample (evaluate, a study file) or its "
+                "per-question outcomes (score: a counts file, a run directory or an lm-eval "
+                "samples log)", "metavar": "MODEL"})
+    contaminated: str = field(metadata={"help": "the contaminated model M_co (a model spec)",
+                                        "metavar": "MODEL"})
+    task: str = shared_field("task")
     base: str = field(default="embedded", metadata={
-        "help": "base model: the shortcut strategy's patch source and neuron location's base"})
-    task_options: dict = field(default_factory=dict, metadata={
-        "help": "the task's options, e.g. {path = \"data/gsm8k\", k = 8}"})
-    task_split: str = field(default="test", metadata={"help": "the task's dataset split"})
+        "help": "the base model M_cl and M_co were fine-tuned from: the shortcut strategy's "
+                "patch source and neuron location's base", "metavar": "MODEL"})
+    task_options: dict = shared_field("task_options", default_factory=dict)
+    task_split: str = shared_field("split", default="test")
     split_file: str | None = field(default=None, metadata={
-        "help": "JSON {leaked: [ids], unleaked: [ids]} (zerogap contaminate's split.json); "
-                "without it a warning, no per-split rows, no shortcut"})
+        "help": "the leaked/unleaked split, JSON {leaked: [ids], unleaked: [ids]} (zerogap "
+                "contaminate's split.json); without it a warning, no per-split rows, no "
+                "shortcut", "metavar": "FILE"})
     limit: int | None = field(default=None, metadata={
-        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked)", "min": 2})
+        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked) (default: "
+                "all)", "min": 1, "metavar": "N"})
     chat_template: str | None = field(default=None, metadata={
-        "help": "prompt instruct models through a chat template: \"tokenizer\" (the models' "
-                "own) or a Jinja file; recorded with the runs (default: the raw prompt)"})
+        "help": "prompt instruct models through a chat template: the tokenizer's own "
+                "(\"tokenizer\", or the flag without a value) or a Jinja file; recorded with "
+                "the runs (default: the raw prompt)",
+        "metavar": "FILE", "nargs": "?", "const": TOKENIZER_TEMPLATE})
     system_instruction: str | None = field(default=None, metadata={
-        "help": "a system message (with chat_template; else put before the prompt, then a "
-                "blank line)"})
+        "help": "a system message (with a chat template; else put before the prompt, then a "
+                "blank line); recorded with the runs", "metavar": "TEXT"})
 
     def __post_init__(self):
         super().__post_init__()  # every field of its declared type (a study file can hold anything)
@@ -96,7 +124,9 @@ class SweepSpec(JsonConfig):
     variants the folder was built with. ``limit`` is :class:`SettingSpec`'s, for every variant.
     """
 
-    models: str = field(metadata={"help": "a zerogap contaminate folder"})
+    models: str = field(metadata={
+        "help": "a zerogap contaminate folder: one setting per contaminated variant in it",
+        "metavar": "DIR"})
     epochs: tuple[int, ...] = field(default=(), metadata={
         "help": "M_co variants by training epochs (empty: the folder's)"})
     copies: tuple[int, ...] = field(default=(), metadata={
@@ -135,16 +165,19 @@ class StudySpec(JsonConfig):
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
     sweep: SweepSpec | None = field(default=None, metadata={"help": "the [sweep] table"})
     strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGIES, metadata={
-        "help": "strategy labels: a name or name:key=value,... (railcap:n=3)"})
+        "help": "strategy labels, comma-separated: a name or name:key=value,... "
+                "(railcap:n=3,mode=ban)", "parse": split_labels, "metavar": "LABELS"})
     ablation: bool = field(default=False, metadata={
-        "help": "add RailCap n = 1..8 and 12 (cap), n = 4 (ban), LNE-blocking at T_task = 7"})
+        "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban); "
+                "LNE-blocking at T_task = 7"})
     controls: tuple[str, ...] = field(default=(), metadata={
         "help": "strategies also applied to the clean model (collateral damage alone)"})
     all_controls: bool = field(default=False, metadata={
-        "help": "every strategy with a control applied to the clean model"})
-    # The sampling and scoring fields are the runs' and the scorecard's own declarations.
-    m: int = same_field(SamplingSpec, "m", min=2, help="samples per question (the 0/1 "
-                        "readout needs at least 2)")
+        "help": "apply every strategy that has a control (all but identity and all-zero) to "
+                "the clean model too: collateral damage alone", "flag": "--controls"})
+    # The sampling and scoring fields are the runs' and the scorecard's own declarations (a
+    # study's m is at least 2: its 0/1 readout needs at least 2).
+    m: int = same_field(SamplingSpec, "m", min=2)
     temperature: float = same_field(SamplingSpec, "temperature")
     max_new_tokens: int = same_field(SamplingSpec, "max_new_tokens")
     seed: int = same_field(SamplingSpec, "seed")
@@ -153,14 +186,19 @@ class StudySpec(JsonConfig):
     margin: float = same_field(ScoreSettings, "margin")
     level: float = same_field(ScoreSettings, "level")
     calibration_size: int = field(default=100, metadata={
-        "help": "questions scoring shortcut neurons, half leaked", "min": 1})
+        "help": "calibration questions: greedy accuracy on them gives the neurons' causal "
+                "score (a study takes half leaked, zerogap neurons the first ones not leaked)",
+        "min": 1, "metavar": "N"})
     neuron_block: int = field(default=512, metadata={
-        "help": "neurons per causal block (0: one MLP layer)", "min": 0})
+        "help": "neurons per causal block: the divisor of the MLP width nearest to this (0: "
+                "one MLP layer)", "min": 0, "metavar": "N"})
     neuron_candidates: int = field(default=0, metadata={
-        "help": "blocks scored causally, by comparative score (0: all)", "min": 0})
+        "help": "blocks scored causally, those of highest comparative score (0: all)",
+        "min": 0, "metavar": "N"})
     title: str = field(default="", metadata={"help": "the report's title (empty: out's name)"})
     backend: str = field(default=DEFAULT_BACKEND, metadata={
-        "help": "sampling engine: a registered backend name (hf, vllm)"})
+        "help": "sampling engine: zerogap's transformers engine (hf) or vLLM (vllm); the runs "
+                "of each are kept apart", "choices": backend_names})
 
     def __post_init__(self):
         super().__post_init__()
@@ -365,8 +403,10 @@ def study_key_table() -> str:
                 default = f"`{_toml_value(f.default)}`" if f.default not in (None, "") else "—"
             else:
                 default = "see meaning" if "default" in f.metadata["help"] else "required"
+            bounds = bounds_text(f.metadata)
+            meaning = f.metadata["help"] + (f" ({bounds})" if bounds else "")
             out.append(f"| {where} | `{f.name}` | {default} | "
-                       f"{f.metadata['help'].replace('|', chr(92) + '|')} |")
+                       f"{meaning.replace('|', chr(92) + '|')} |")
         return out
 
     lines = ["| table | key | default | meaning |", "|---|---|---|---|",

@@ -1,5 +1,7 @@
 """A study's jobs run side by side: worker threads, each with its own share of the CPU's threads.
 
+:class:`LocalThreads` is the default :class:`~zerogap.study.executor.Executor`.
+
 One decode step of a small model on a CPU does not use two cores well: its matrix products
 are a few hundred rows tall, and the step's many small operations run on one core while the
 other waits. Two jobs decoding at once with one thread each got more done than one job with
@@ -22,7 +24,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from zerogap.study.executor import Node, Slot
 
 
 def default_workers(device: str, backend_exclusive: bool, threads: int | None = None) -> int:
@@ -34,13 +39,17 @@ def default_workers(device: str, backend_exclusive: bool, threads: int | None = 
     if threads is None:
         import torch
 
-        threads = torch.get_num_threads()
+        from zerogap.engine.threads import core_limit
+
+        threads = min(torch.get_num_threads(), core_limit())
     return 2 if threads >= 2 else 1
 
 
 def threads_per_worker(running: int, threads: int) -> int:
     """Torch threads for each of ``running`` items side by side: the caller's ``threads``
-    split evenly (at least one each), so an item left running alone takes them all."""
+    split evenly (at least one each), so an item left running alone takes them all. Each is
+    the ceiling of its item's engine, which uses fewer while other processes hold cores
+    (:mod:`zerogap.engine.threads`)."""
     return max(1, threads // running)
 
 
@@ -149,3 +158,68 @@ def _join(threads: Sequence[threading.Thread]) -> None:
     for thread in threads:
         while thread.is_alive():
             thread.join(0.2)
+
+
+class LocalThreads:
+    """The default executor: ``width`` worker threads of this process (:func:`run_side_by_side`);
+    side by side, each job runs on an even share of torch's threads among the jobs running,
+    retaken at each of its events, and an interrupt ends each at its next event."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+
+    def run(self, nodes: Sequence[Node], job: Callable[[int, Slot], None], *,
+            interrupted: Callable[[], None] = lambda: None) -> None:
+        outputs, reads = [n.output for n in nodes], [n.reads for n in nodes]
+        if self.width <= 1:  # in order, in this thread: its own Ctrl-C stops it
+            run_side_by_side(outputs, reads, lambda item, _, __: job(item, _Alone()), 1)
+            return
+        import torch
+
+        from zerogap.engine.threads import core_limit
+
+        threads = torch.get_num_threads()
+        budget = min(threads, core_limit())  # the cores a cgroup's CPU quota leaves, at most
+        stopping = threading.Event()
+
+        def run(item: int, worker: int, running: Callable[[], int]) -> None:
+            slot = _Share(worker, running, budget, stopping)
+            slot.event()
+            job(item, slot)
+
+        def interrupt() -> None:
+            stopping.set()
+            interrupted()
+
+        try:
+            run_side_by_side(outputs, reads, run, self.width, interrupted=interrupt)
+        finally:
+            torch.set_num_threads(threads)  # MKL's count is process-wide: give it back
+
+
+@dataclass
+class _Alone:
+    """The one slot of a run in order: every thread is its own already."""
+
+    index: int = 0
+
+    def event(self) -> None:
+        """Nothing to retake: no other job runs."""
+
+
+@dataclass
+class _Share:
+    """A worker thread's slot: ``running()`` jobs share the caller's ``threads``."""
+
+    index: int
+    running: Callable[[], int]
+    threads: int
+    stopping: threading.Event
+
+    def event(self) -> None:
+        from zerogap.engine.threads import share
+
+        if self.stopping.is_set():
+            raise KeyboardInterrupt
+        # The calling thread's own OpenMP count, or its running engine's ceiling mid-call.
+        share(threads_per_worker(self.running(), self.threads))

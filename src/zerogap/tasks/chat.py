@@ -55,13 +55,7 @@ class ChatPrompts:
         messages = [{"role": "user", "content": text}]
         if self.system:
             messages.insert(0, {"role": "system", "content": self.system})
-        try:
-            rendered = self.tokenizer.apply_chat_template(
-                messages, chat_template=self.template, tokenize=False,
-                add_generation_prompt=True)
-        except Exception as err:  # a Jinja error in the user's template, or no system role
-            raise UserError(f"the chat template cannot render this task's prompt: "
-                            f"{type(err).__name__}: {err}") from None
+        rendered = render_chat(self.tokenizer, messages, template=self.template)
         if self._strip and rendered.startswith(self._strip):
             rendered = rendered[len(self._strip):]
         return rendered
@@ -73,6 +67,22 @@ class ChatPrompts:
         if self.system:
             prompting["system_instruction"] = self.system
         return {**self.task.config(), **prompting}
+
+
+def render_chat(tokenizer: Any, messages: list[dict[str, str]], *,
+                template: str | None = None) -> str:
+    """``messages`` rendered by ``template`` (None: the tokenizer's own) for generation.
+
+    Whatever the template does wrong is the user's to fix, so it is one line naming it: a Jinja
+    error, a role it refuses, or an operation the Jinja sandbox forbids (``SecurityError``, a
+    template reaching for Python internals).
+    """
+    try:
+        return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                             add_generation_prompt=True)
+    except Exception as err:  # any error of the user's template is theirs, not a bug of ours
+        raise UserError(f"the chat template cannot render the prompt: "
+                        f"{type(err).__name__}: {err}") from None
 
 
 def read_template(value: str | None) -> str | None:

@@ -66,6 +66,9 @@ _DOLLARS_CENTS_RE = re.compile(
 _ANCHOR_RE = re.compile(r"(?:the\s+(?:final\s+)?answer\s+is|####|\\boxed\{)[\s:*=]*", re.IGNORECASE)
 
 _GOLD_ANCHOR_RE = re.compile(r"the\s+(?:final\s+)?answer\s+is", re.IGNORECASE)
+# The anchors above as the tasks' solutions write them ("... The answer is N."): the answer
+# slot RailCap's protect="answer" leaves alone begins after one of them.
+ANSWER_MARKERS = ("The answer is", "the answer is", "The final answer is", "the final answer is")
 _EXPONENT_RE = re.compile(r"[eE][-+]?[0-9]")
 
 LMEVAL_COT_STRICT = r"The answer is (\-?[0-9\.\,]+)."

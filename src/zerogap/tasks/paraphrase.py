@@ -213,10 +213,10 @@ class LocalBackend:
     def prompt(self, text: str) -> str:
         tokenizer = self.loaded.tokenizer
         if getattr(tokenizer, "chat_template", None):
-            messages = [{"role": "system", "content": INSTRUCTION},
-                        {"role": "user", "content": text}]
-            return tokenizer.apply_chat_template(messages, tokenize=False,
-                                                 add_generation_prompt=True)
+            from zerogap.tasks.chat import render_chat
+
+            return render_chat(tokenizer, [{"role": "system", "content": INSTRUCTION},
+                                           {"role": "user", "content": text}])
         return f"{INSTRUCTION}\n\nProblem: {text}\n"
 
     def __call__(self, questions: Sequence[Question], attempt: int) -> list[str | Failure]:

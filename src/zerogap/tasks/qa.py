@@ -48,7 +48,7 @@ class PromptConfig(JsonConfig):
     >>> PromptConfig(k=-1)
     Traceback (most recent call last):
     ...
-    zerogap.errors.UserError: PromptConfig.k must be an integer >= 0, got -1
+    zerogap.config.FieldError: PromptConfig.k must be at least 0, got -1
     """
 
     k: int = field(default=8, metadata=K_HELP)

@@ -53,27 +53,32 @@ class SolvePrior:
         return (self.group_posterior @ self.grid)[self.group]
 
     def draw_second_batch(self, rng: np.random.Generator, size: int,
-                          other_samples: int | None = None) -> np.ndarray:
+                          other_samples: int | np.ndarray | None = None) -> np.ndarray:
         """(size, N) counts of a new batch of every question, ``size`` times.
 
-        Each question's count of ``other_samples`` (default: its own m) new samples is drawn
-        from its posterior predictive: a solve probability from its posterior, then a binomial
-        count, in one step from the exact predictive distribution (one table per group of
-        questions that share counts), by one uniform and one sorted search per draw.
+        Each question's count of ``other_samples`` new samples (one number for every question,
+        an (N,) array of them, or by default its own m) is drawn from its posterior predictive:
+        a solve probability from its posterior, then a binomial count, in one step from the
+        exact predictive distribution (one table per group of questions that share counts and
+        new m), by one uniform and one sorted search per draw.
         """
+        own = self.counts[self.group, 1]
+        new_m = own if other_samples is None else np.broadcast_to(other_samples, own.shape)
+        keys, table_of = np.unique(np.stack([self.group, new_m], axis=1), axis=0,
+                                   return_inverse=True)
+        table_of = table_of.ravel()
         tables = []
-        for (_, m), posterior in zip(self.counts, self.group_posterior, strict=True):
-            m2 = int(m) if other_samples is None else int(other_samples)
-            pmf = posterior @ binomial_likelihood(np.arange(m2 + 1), np.full(m2 + 1, m2),
-                                                  self.grid).T  # (m2 + 1,)
+        for group, m2 in keys:
+            pmf = self.group_posterior[group] @ binomial_likelihood(
+                np.arange(m2 + 1), np.full(m2 + 1, m2), self.grid).T  # (m2 + 1,)
             tables.append(np.cumsum(pmf) / pmf.sum())
         sizes = np.array([t.size for t in tables])
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        # Group p's CDF shifted to [p, p + 1]: one sorted array serves every draw.
-        flat = np.concatenate([t + p for p, t in enumerate(tables)])
-        u = rng.random((size, self.group.size)) + self.group  # (size, N)
-        index = np.searchsorted(flat, u, side="right") - starts[self.group]
-        return np.minimum(index, sizes[self.group] - 1)
+        # Table k's CDF shifted to [k, k + 1]: one sorted array serves every draw.
+        flat = np.concatenate([t + k for k, t in enumerate(tables)])
+        u = rng.random((size, self.group.size)) + table_of  # (size, N)
+        index = np.searchsorted(flat, u, side="right") - starts[table_of]
+        return np.minimum(index, sizes[table_of] - 1)
 
 
 def binomial_likelihood(correct: np.ndarray, samples: np.ndarray, grid: np.ndarray) -> np.ndarray:

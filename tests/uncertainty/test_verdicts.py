@@ -3,13 +3,19 @@
 Each case simulates counts whose truth is known by construction (a mitigated model with the
 clean model's own solve probabilities is restored; one shifted far away is not) and asserts how
 often the verdict says so, not any single number. Error rates over many studies are in
-tests/test_calibration.py.
+tests/uncertainty/test_calibration.py.
 """
 
 import numpy as np
 import pytest
 
-from zerogap.uncertainty import MIN_QUESTIONS, choose_bins, gap_intervals, restoration_verdicts
+from zerogap.uncertainty import (
+    MIN_QUESTIONS,
+    choose_bins,
+    gap_intervals,
+    noise_floor,
+    restoration_verdicts,
+)
 
 
 def simulate(rng, n, m, shift=0.0):
@@ -70,3 +76,15 @@ def test_bad_margin_is_refused():
     gaps = gap_intervals(c, cm, mc, mm)
     with pytest.raises(ValueError, match="margin"):
         restoration_verdicts(gaps, c, cm, mm, margin=-1)
+
+
+def test_verdicts_simulate_each_strategy_floor_at_its_own_m_per_question():
+    rng = np.random.default_rng(6)
+    p = rng.random(200)
+    c, m = rng.binomial(10, p), np.full(200, 10)
+    alloc = np.where(np.arange(200) % 2, 4, 16)
+    same = rng.binomial(alloc, p)
+    gaps = gap_intervals(c, m, same, alloc, bins=5)
+    (verdict,) = restoration_verdicts(gaps, c, m, alloc[None], n_sim=300)
+    floor = noise_floor(c, m, other_samples=alloc, bins=5, n_sim=300, seed=gaps.seed)
+    assert verdict.floor == floor.sa_ppg and verdict.samples == 10

@@ -18,23 +18,21 @@ from statistics import NormalDist
 import numpy as np
 
 from zerogap.metrics import strata
-from zerogap.solve_prior import fit_solve_prior
-from zerogap.uncertainty import (
-    _stratified_means,
-    choose_bins,
-    compare,
-    gap_intervals,
-    noise_floor,
-    restoration_verdicts,
-)
+from zerogap.uncertainty.allocation import allocate_samples
+from zerogap.uncertainty.floor import _stratified_means, noise_floor
+from zerogap.uncertainty.intervals import choose_bins, difference_interval, gap_intervals
+from zerogap.uncertainty.paired import compare
+from zerogap.uncertainty.solve_prior import fit_solve_prior
+from zerogap.uncertainty.verdicts import restoration_verdicts
 
 
 def benchmark(n: int, rng: np.random.Generator, *, at_zero: float = 0.25,
-              at_one: float = 0.15) -> np.ndarray:
+              at_one: float = 0.15, shape: tuple[float, float] = (0.7, 0.7)) -> np.ndarray:
     """(n,) true clean solve probabilities: ``at_zero`` of them 0, ``at_one`` 1, the rest
-    Beta(0.7, 0.7) (U-shaped, as instruction-tuned models' solve probabilities are)."""
+    Beta(``shape``); by default Beta(0.7, 0.7), U-shaped, as instruction-tuned models' solve
+    probabilities are."""
     u = rng.random(n)
-    p = rng.beta(0.7, 0.7, n)
+    p = rng.beta(*shape, n)
     p[u < at_zero] = 0.0
     p[(u >= at_zero) & (u < at_zero + at_one)] = 1.0
     return p
@@ -47,10 +45,20 @@ def moved(p: np.ndarray, shift: float, rng: np.random.Generator) -> np.ndarray:
 
 def expected_sa_ppg(p_clean, p_mit, m: int, bins: int, rng, sims: int = 4000) -> float:
     """E[SA-PPG] over new samples of both models at m, by simulation (the intervals' target)."""
-    c = rng.binomial(m, p_clean, size=(sims, p_clean.size)) / m
-    a = rng.binomial(m, p_mit, size=(sims, p_clean.size)) / m
+    return float(expected_sa_ppgs(p_clean, m, p_mit[None], m, bins, rng, sims)[0])
+
+
+def expected_sa_ppgs(p_clean, m_clean, p_mit, m_mit, bins: int, rng,
+                     sims: int = 4000) -> np.ndarray:
+    """(K,) E[SA-PPG] of each strategy in ``p_mit`` (K, N), the clean model sampled ``m_clean``
+    and the strategies ``m_mit`` times per question (one number or (N,) each), by simulation.
+    Each simulated study draws the clean batch once, for all strategies."""
+    n = p_clean.size
+    c = rng.binomial(m_clean, p_clean, size=(sims, n)) / m_clean
     stratum = strata(c.ravel(), bins=bins).reshape(c.shape)
-    return float(_stratified_means(stratum, np.abs(a - c), bins).mean())
+    return np.array([_stratified_means(stratum, np.abs(rng.binomial(m_mit, p, size=(sims, n))
+                                                       / m_mit - c), bins).mean()
+                     for p in p_mit])
 
 
 def wilson(hits: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -254,8 +262,9 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
     between questions widens the interval at any m. Here each replicate draws a new benchmark
     from the measured one: ``n`` questions with replacement, half from the leaked ones and half
     from the others, each with true solve probabilities for the clean model, ``a`` and ``b``
-    drawn from its empirical-Bayes posteriors (:func:`zerogap.solve_prior.fit_solve_prior`, one
-    prior per model), then ``m`` new samples of each; the study's own tests score it.
+    drawn from its empirical-Bayes posteriors
+    (:func:`~zerogap.uncertainty.solve_prior.fit_solve_prior`, one prior per model), then ``m``
+    new samples of each; the study's own tests score it.
 
     Parameters
     ----------
@@ -298,3 +307,145 @@ def measured_power(clean, a, b, leaked, n: int, m: int, reps: int, *, alpha: flo
     return MeasuredPower(n, m, Rate(hits, reps), float(np.nanmean(widths)),
                          float(np.nanmean(critical)), mean, float(np.std(estimates, ddof=1)),
                          Rate(covered, reps))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The shape of a study for the allocation's calibration and benchmark.
+
+    The clean model's solve probabilities come from :func:`benchmark` (``at_zero``, ``at_one``,
+    ``shape``); half the questions are leaked. Identity (the contaminated model left alone)
+    gains the share ``memorised`` of each leaked question's headroom, ``p + memorised (1 - p)``.
+    RailCap-like keeps a uniform random share, up to ``kept``, of that gain on each leaked
+    question and damages ``damaged`` of the unleaked ones, which lose a uniform random share,
+    up to 0.6, of their solve probability: it helps some questions more than others and harms
+    some, as RailCap does on the demo's models.
+    """
+
+    name: str
+    n: int
+    m: int
+    bins: int
+    at_zero: float
+    at_one: float
+    shape: tuple[float, float]
+    memorised: float
+    kept: float
+    damaged: float
+
+    def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(N,) true solve probabilities of the clean model, RailCap-like and Identity."""
+        p = benchmark(self.n, rng, at_zero=self.at_zero, at_one=self.at_one, shape=self.shape)
+        leaked = np.zeros(self.n, bool)
+        leaked[rng.permutation(self.n)[: self.n // 2]] = True
+        identity = np.where(leaked, p + self.memorised * (1 - p), p)
+        helped = p + rng.uniform(0, self.kept, self.n) * (identity - p)
+        harmed = p * (1 - rng.uniform(0, 0.6, self.n) * (rng.random(self.n) < self.damaged))
+        return p, np.where(leaked, helped, harmed), identity
+
+
+PAPER = Profile("paper", n=1319, m=50, bins=50, at_zero=0.25, at_one=0.0, shape=(0.5, 1.2),
+                memorised=0.82, kept=0.34, damaged=0.4)
+"""Llama-2 x GSM8K as the paper describes it (arXiv 2608.07341 §5): 1,319 questions at m = 50,
+B = 50, a quarter never solved by the clean model, mean solve probability 0.22. Identity's mean
+inflation is 0.32 (Table 1's G-AP reads 0.319) and RailCap-like's expected SA-PPG lies 0.14
+below Identity's (Table 1: 0.191 - 0.326 = -0.135), though both read lower than Table 1's
+(about 0.09 and 0.23)."""
+
+DEMO = Profile("demo", n=128, m=8, bins=5, at_zero=0.20, at_one=0.15, shape=(0.7, 0.7),
+               memorised=0.97, kept=0.3, damaged=0.4)
+"""The embedded demo's size (128 questions, m = 8, B = 5) and its clean batch (a fifth of the
+questions never solved); Identity memorises its leaked half (docs/demo-design.md)."""
+
+
+@dataclass(frozen=True)
+class AllocationCheck:
+    """Simulated allocated studies of one profile, against their truth (:func:`allocation_check`).
+
+    ``bias[q]``: mean and standard error of (estimate - its expectation at the allocated m) for
+    ``q`` in ``"railcap"``, ``"identity"`` (SA-PPG) and ``"railcap - identity"``; ``shift[q]``
+    that expectation's mean distance from the uniform study's at ``profile.m`` (what the
+    allocation changes in what SA-PPG measures, not an error of the estimate). ``coverage``:
+    each interval holding that expectation. ``false_positive``: tests and difference intervals
+    of two strategies equal in distribution that moved questions (``"moved"``: two copies of
+    RailCap-like) or did not (``"unmoved"``: two copies of the clean model), rejecting.
+    """
+
+    profile: str
+    budget: float
+    pilot: int
+    reused: bool
+    mean_samples: float
+    bias: dict[str, tuple[float, float]]
+    shift: dict[str, float]
+    coverage: dict[str, Rate]
+    false_positive: dict[str, Rate]
+
+
+def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int = 0,
+                     reuse_pilot: bool = False, resamples: int = 999, truth_sims: int = 200,
+                     seed: int = 0) -> AllocationCheck:
+    """Run ``reps`` allocated studies of one benchmark drawn from ``profile``.
+
+    Each replicate samples the clean model twice at ``profile.m`` (the reference batch, scored,
+    and the second batch, which places questions in strata for the allocation), optionally a
+    ``pilot`` of every strategy, allocates ``budget`` mean samples per question
+    (:func:`~zerogap.uncertainty.allocation.allocate_samples`), samples five strategies at the
+    allocation (RailCap-like, Identity, a copy of RailCap-like, two copies of the clean model)
+    and scores them as a study would. With ``reuse_pilot`` the pilot's samples are the first of
+    each question's and count in the estimate (the pooled two-stage design, whose allocation
+    depends on the samples it scores). Each replicate's truth is the expected SA-PPG at its
+    allocation, from ``truth_sims`` simulated studies at that allocation.
+    """
+    rng = np.random.default_rng(seed)
+    clean, railcap, identity = profile.draw(rng)
+    truth_p = np.stack([railcap, identity])
+    strategies = np.stack([railcap, identity, railcap, clean, clean])
+    names = ["railcap", "identity", "railcap twin", "clean twin", "clean twin 2"]
+    n, m, bins = profile.n, profile.m, profile.bins
+    uniform = expected_sa_ppgs(clean, m, truth_p, m, bins, rng, sims=4 * truth_sims)
+    errors, shifts, spent = [], [], []
+    covered = {key: 0 for key in ("railcap", "identity", "railcap - identity")}
+    rejected = {f"{pair} {test}": 0 for pair in ("moved", "unmoved")
+                for test in ("sharp", "mean", "difference")}
+    for r in range(reps):
+        reference, second = rng.binomial(m, clean, size=(2, n))
+        first = rng.binomial(pilot, strategies) if pilot else None
+        plan = allocate_samples(
+            second, np.full(n, m), first, None if first is None else np.full(first.shape, pilot),
+            budget=budget, bins=bins, min_samples=pilot if reuse_pilot else 1)
+        alloc = plan.samples
+        counts = rng.binomial(np.broadcast_to(alloc - (pilot if reuse_pilot else 0),
+                                              strategies.shape), strategies)
+        if reuse_pilot and first is not None:
+            counts = counts + first
+        gaps = gap_intervals(reference, np.full(n, m), counts, np.broadcast_to(alloc, counts.shape),
+                             names=names, bins=bins, n_resamples=resamples, seed=r)
+        truth = expected_sa_ppgs(clean, m, truth_p, alloc, bins, rng, sims=truth_sims)
+        targets = {"railcap": gaps.interval("railcap", "sa_ppg"),
+                   "identity": gaps.interval("identity", "sa_ppg"),
+                   "railcap - identity": difference_interval(gaps, "railcap", "identity")}
+        expected = {"railcap": truth[0], "identity": truth[1],
+                    "railcap - identity": truth[0] - truth[1]}
+        for key, ci in targets.items():
+            covered[key] += ci.low <= expected[key] <= ci.high
+        errors.append([targets[key].estimate - expected[key] for key in targets])
+        shifts.append([truth[0] - uniform[0], truth[1] - uniform[1],
+                       truth[0] - truth[1] - uniform[0] + uniform[1]])
+        spent.append(plan.mean_samples)
+        for pair, (a, b) in (("moved", ("railcap", "railcap twin")),
+                             ("unmoved", ("clean twin", "clean twin 2"))):
+            rejected[f"{pair} sharp"] += compare(gaps, a, b).significant
+            rejected[f"{pair} mean"] += compare(gaps, a, b, null="mean").significant
+            ci = difference_interval(gaps, a, b)
+            rejected[f"{pair} difference"] += not ci.low <= 0 <= ci.high
+    err = np.asarray(errors)
+    keys = list(covered)
+    return AllocationCheck(
+        profile.name, float(budget), int(pilot), bool(reuse_pilot), float(np.mean(spent)),
+        bias={key: (float(err[:, i].mean()), float(err[:, i].std(ddof=1) / math.sqrt(reps)))
+              for i, key in enumerate(keys)},
+        shift={key: float(np.mean(shifts, axis=0)[i]) for i, key in enumerate(keys)},
+        coverage={key: Rate(hits, reps) for key, hits in covered.items()},
+        false_positive={key: Rate(hits, reps) for key, hits in rejected.items()},
+    )

@@ -1,11 +1,11 @@
-"""Student's t (zerogap.student_t) against its closed forms and the normal limit."""
+"""Student's t (zerogap.uncertainty.student_t) against its closed forms and the normal limit."""
 
 import math
 from statistics import NormalDist
 
 import pytest
 
-from zerogap.student_t import t_cdf, t_quantile
+from zerogap.uncertainty.student_t import t_cdf, t_quantile
 
 
 @pytest.mark.parametrize("x", [-30.0, -2.5, -0.3, 0.0, 0.7, 4.0, 100.0])

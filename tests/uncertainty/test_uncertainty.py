@@ -1,7 +1,7 @@
 """Intervals, paired tests and the noise floor: mechanics checked against direct computation.
 
 Their calibration (how often they cover or reject over simulated studies) is in
-tests/test_calibration.py.
+tests/uncertainty/test_calibration.py.
 """
 
 import itertools
@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 
 from zerogap.metrics import METRIC_NAMES, restoration_gaps
-from zerogap.solve_prior import SolvePrior, fit_solve_prior
 from zerogap.uncertainty import (
     MIN_QUESTIONS,
-    _part_variances,
     choose_bins,
     compare,
+    difference_interval,
     gap_intervals,
     noise_floor,
     stratum_weights,
 )
+from zerogap.uncertainty.intervals import _part_covariances, _part_variances
+from zerogap.uncertainty.solve_prior import SolvePrior, fit_solve_prior
 
 
 def synthetic_runs(n=300, m=50, k=3, seed=0):
@@ -63,6 +64,74 @@ def test_per_question_variances_match_brute_force_sums():
         for q in range(4):
             want = brute_force_variance(p_a[q], m_a[q], p_c[q], m_c[q], f)
             assert got[key][q] == pytest.approx(want, abs=1e-12)
+
+
+def brute_force_difference_variance(p, m, f):
+    """Var [f(X_a / m_a - Y / m_c) - f(X_b / m_b - Y / m_c)] over every outcome triple; p and
+    m are (p_a, p_b, p_c) and (m_a, m_b, m_c)."""
+    moments = [0.0, 0.0]
+    for outcome in itertools.product(*(range(k + 1) for k in m)):
+        prob = math.prod(math.comb(k, x) * q**x * (1 - q) ** (k - x)
+                         for q, k, x in zip(p, m, outcome, strict=True))
+        y = outcome[2] / m[2]
+        value = f(outcome[0] / m[0] - y) - f(outcome[1] / m[1] - y)
+        moments[0] += prob * value
+        moments[1] += prob * value * value
+    return moments[1] - moments[0] ** 2
+
+
+def test_difference_variances_match_brute_force_sums():
+    # The two strategies share the clean count: its covariance is what the sum of their own
+    # variances misses. Different m for a, b and the clean run on every question.
+    p = np.array([[0.2, 0.5, 0.9, 0.3], [0.7, 0.5, 0.1, 0.0], [0.4, 0.5, 1.0, 0.6]])
+    m = np.array([[3, 4, 5, 2], [3, 6, 5, 2], [4, 4, 2, 3]])
+    a, b, c = (point_masses(p[i], m[i]) for i in range(3))
+    for part, f in {"abs": abs, "plus": lambda d: max(d, 0.0),
+                    "minus": lambda d: max(-d, 0.0)}.items():
+        got = (_part_variances(a, c)[part] + _part_variances(b, c)[part]
+               - 2 * _part_covariances(a, b, c, part))
+        for q in range(4):
+            want = brute_force_difference_variance(p[:, q], m[:, q], f)
+            assert got[q] == pytest.approx(want, abs=1e-12)
+
+
+def test_the_difference_interval_is_the_weighted_sum_of_those_variances():
+    clean, m, mit, mit_m = synthetic_runs(n=120, m=12, k=2)
+    mit_m = mit_m.copy()
+    mit_m[:, ::3] = 30  # an allocated study: more samples on a third of the questions
+    mit = np.minimum(mit, mit_m)
+    gaps = gap_intervals(clean, m, mit, mit_m, bins=10)
+    ci = difference_interval(gaps, "s0", "s1")
+    assert ci.estimate == pytest.approx(gaps.estimates[0].sa_ppg - gaps.estimates[1].sa_ppg)
+    a, b = (fit_solve_prior(mit[k], mit_m[k]) for k in range(2))
+    c = fit_solve_prior(clean, m)
+    variance = (_part_variances(a, c)["abs"] + _part_variances(b, c)["abs"]
+                - 2 * _part_covariances(a, b, c, "abs"))
+    half = 1.959964 * math.sqrt(gaps.weights**2 @ variance)
+    assert (ci.high - ci.low) / 2 == pytest.approx(half, rel=1e-5) and half > 0
+
+
+def test_a_strategy_against_itself_differs_by_nothing():
+    clean, m, mit, mit_m = synthetic_runs(n=60, m=10, k=2)
+    gaps = gap_intervals(clean, m, [mit[1], mit[1]], mit_m, bins=5)
+    same = difference_interval(gaps, "s0", "s0", metric="a_ppg")
+    assert same.estimate == 0 and same.high - same.low == pytest.approx(0, abs=1e-9)
+    # Two runs that read the same counts still differ in new samples, symmetrically.
+    twins = difference_interval(gaps, "s0", "s1")
+    assert twins.estimate == 0 and twins.low == pytest.approx(-twins.high) and twins.high > 0
+
+
+def test_the_difference_interval_refuses_what_it_cannot_state():
+    clean, m, mit, mit_m = synthetic_runs(n=60, m=10, k=2)
+    gaps = gap_intervals(clean, m, mit, mit_m, bins=5)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        difference_interval(gaps, "s0", "s1", metric="g_app")
+    with pytest.raises(ValueError, match="unknown strategy 'railcap'"):
+        difference_interval(gaps, "railcap", "s1")
+    n = MIN_QUESTIONS - 1
+    few = gap_intervals(clean[:n], m[:n], mit[:, :n], mit_m[:, :n], bins=5)
+    ci = difference_interval(few, "s0", "s1")
+    assert ci.reason is not None and math.isnan(ci.low)
 
 
 def test_uncertain_solve_probabilities_average_the_variance_not_the_probability():
@@ -175,7 +244,7 @@ def test_the_interval_excludes_zero_exactly_when_the_test_rejects(metric, null, 
 
 def test_the_weak_null_on_one_stratum_is_the_paired_t_test():
     # A-PPG has no strata: the stratified t reduces to Student's paired t on n - 1 df.
-    from zerogap.student_t import t_cdf, t_quantile
+    from zerogap.uncertainty.student_t import t_cdf, t_quantile
 
     clean, m, mit, mit_m = synthetic_runs(n=50, m=10, k=2, seed=3)
     gaps = gap_intervals(clean, m, mit, mit_m)
@@ -222,7 +291,7 @@ def test_a_lone_question_in_its_stratum_borrows_its_neighbours_spread():
     d = np.abs(a / 10 - r) - np.abs(b / 10 - r)
     pooled_both = d.var(ddof=1)  # the lone question and its neighbour stratum together
     expected_se = math.sqrt(d[:-1].var(ddof=1) / (n - 1) + pooled_both) / 2
-    from zerogap.student_t import t_quantile
+    from zerogap.uncertainty.student_t import t_quantile
 
     half = (c.high - c.low) / 2
     assert half == pytest.approx(t_quantile(0.975, c.df) * expected_se, rel=1e-3)
@@ -301,6 +370,37 @@ def test_the_empirical_prior_keeps_a_benchmark_of_sure_questions_quiet():
     jeffreys = noise_floor(*counts, n_sim=300, prior="jeffreys")
     assert empirical.a_ppg < 0.01 < jeffreys.a_ppg
     assert noise_floor(*counts, prior="plugin", n_sim=100).a_ppg == 0
+
+
+def test_a_second_batch_at_one_m_per_question_reads_as_at_that_m():
+    c, m, _, _ = synthetic_runs(n=120, m=10)
+    one = noise_floor(c, m, other_samples=6, n_sim=200, seed=3)
+    each = noise_floor(c, m, other_samples=np.full(120, 6), n_sim=200, seed=3)
+    own = noise_floor(c, m, other_samples=m, n_sim=200, seed=3)
+    assert one.sa_ppg == each.sa_ppg and one.samples == each.samples == 6
+    assert own.sa_ppg == noise_floor(c, m, n_sim=200, seed=3).sa_ppg
+    # More samples on half the questions: a lower floor than 6 everywhere, above 30 everywhere.
+    mixed = noise_floor(c, m, other_samples=np.where(np.arange(120) % 2, 6, 30), n_sim=200,
+                        seed=3)
+    assert noise_floor(c, m, other_samples=30, n_sim=200, seed=3).sa_ppg < mixed.sa_ppg \
+        < one.sa_ppg
+    assert mixed.samples is None
+
+
+def test_a_second_batch_draws_each_question_at_its_own_m():
+    c, m, _, _ = synthetic_runs(n=50, m=10)
+    prior = fit_solve_prior(c, m)
+    new_m = np.arange(1, 51)
+    draws = prior.draw_second_batch(np.random.default_rng(0), 2000, new_m)
+    assert draws.shape == (2000, 50) and np.all(draws <= new_m) and np.all(draws >= 0)
+    np.testing.assert_allclose(draws.mean(axis=0) / new_m, prior.posterior_mean, atol=0.04)
+
+
+@pytest.mark.parametrize("other", [[5, 5], np.zeros(120, int), np.full(120, 2.5)])
+def test_a_second_batch_m_that_is_not_one_per_question_is_refused(other):
+    c, m, _, _ = synthetic_runs(n=120, m=10)
+    with pytest.raises(ValueError, match="other_samples must be"):
+        noise_floor(c, m, other_samples=other)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The calibration suite: intervals, paired tests, verdicts and the noise floor over simulated
-studies whose truth is known (:mod:`zerogap.calibration`).
+studies whose truth is known (:mod:`zerogap.uncertainty.calibration`).
 
 Criteria hold by construction of the methods, not by any seed: each rate is read over at least
 200 seeded replicates and judged by its 95% Wilson interval. A rate the method must keep at or
@@ -11,11 +11,15 @@ slow-marked (CI runs them too).
 
 import pytest
 
-from zerogap.calibration import (
+from zerogap.uncertainty.calibration import (
+    DEMO,
+    PAPER,
+    allocation_check,
     floor_agreement,
     interval_coverage,
     paired_null,
     verdict_errors,
+    wilson,
 )
 
 NOMINAL = 0.05
@@ -133,8 +137,8 @@ def test_the_simulated_floor_matches_a_measured_second_batch(n, m):
 def test_the_power_calculation_builds_the_effect_it_is_asked_for():
     import numpy as np
 
-    from zerogap.calibration import benchmark, expected_sa_ppg, planned_pair
     from zerogap.uncertainty import choose_bins
+    from zerogap.uncertainty.calibration import benchmark, expected_sa_ppg, planned_pair
 
     rng = np.random.default_rng(0)
     p = benchmark(48, rng)
@@ -152,7 +156,7 @@ def test_the_power_calculation_builds_the_effect_it_is_asked_for():
 
 @pytest.mark.slow
 def test_power_grows_with_the_questions():
-    from zerogap.calibration import paired_power
+    from zerogap.uncertainty.calibration import paired_power
 
     few, half_few = paired_power(16, 8, REPS, seed=1)
     many, half_many = paired_power(96, 8, REPS, seed=1)
@@ -181,7 +185,7 @@ def _measured(leaked_mitigated, m=12, n=48, seed=0):
 def test_a_mitigation_that_moves_questions_unevenly_needs_more_questions():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # Both mitigations halve Identity's inflation on average; one by solving every leaked
     # question half the time, the other by restoring half of them fully and leaving the rest.
@@ -201,7 +205,7 @@ def test_a_mitigation_that_moves_questions_unevenly_needs_more_questions():
 def test_measured_power_refuses_a_study_without_both_kinds_of_question():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     clean, a, b, leaked = _measured(np.array([0.5]))
     with pytest.raises(ValueError, match="leaked and unleaked"):
@@ -212,7 +216,7 @@ def test_measured_power_refuses_a_study_without_both_kinds_of_question():
 def test_the_weak_null_interval_is_as_wide_as_the_estimate_spreads():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # A mitigation measured (m = 40, so the posteriors are sharp) as helping every leaked
     # question fully (the clean model never solves them, Identity always does) and damaging
@@ -240,10 +244,47 @@ def test_the_weak_null_interval_is_as_wide_as_the_estimate_spreads():
 def test_measured_power_holds_its_level_between_equal_strategies():
     import numpy as np
 
-    from zerogap.calibration import measured_power
+    from zerogap.uncertainty.calibration import measured_power
 
     # a and b measured alike (the same true solve probabilities): the one-sided test rejects
     # "a below b" at most at its nominal level.
     clean, a, _, leaked = _measured(np.array([0.0, 1.0]))
     rate = measured_power(clean, a, a, leaked, 48, 12, REPS, resamples=999).rejected
     assert_at_most_nominal(rate)
+
+
+def test_the_profiles_look_like_the_studies_they_stand_for():
+    import numpy as np
+
+    clean, railcap, identity = PAPER.draw(np.random.default_rng(0))
+    assert abs((clean == 0).mean() - 0.25) < 0.04 and abs(clean.mean() - 0.22) < 0.03
+    assert np.all(identity >= clean) and identity.mean() - clean.mean() > 0.25
+    assert np.any(railcap < clean) and np.any(railcap > clean)  # helps some, harms others
+    clean, _, identity = DEMO.draw(np.random.default_rng(0))
+    assert abs((clean == 0).mean() - 0.20) < 0.08 and DEMO.n == 128 and DEMO.bins == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("profile", "budget", "pilot"), [
+    (DEMO, 5, 0),     # the demo's precision at m = 8 for about 5 samples per question
+    (DEMO, 4, 2),     # a pilot of two samples per strategy gives the spread, then 4 more
+    (PAPER, 30, 0),   # the paper's precision at m = 50 for about 30
+])
+def test_allocated_studies_are_unbiased_and_hold_their_rates(profile, budget, pilot):
+    # The allocation comes from the clean model's second batch (and a pilot the estimate does
+    # not score): given it, every scored count is binomial at a fixed m. So the estimates are
+    # unbiased for their expectation at the allocated m, the intervals cover it and the tests
+    # of two strategies equal in distribution hold their level, whether the two moved questions
+    # or not.
+    # Nine rates a design, 27 in all, so each is judged by its 99.9% Wilson interval: with 95%
+    # ones, exact tests at 5% would fail one of the 27 in about one run of four.
+    check = allocation_check(profile, REPS, budget=budget, pilot=pilot, seed=7)
+    assert check.mean_samples <= budget
+    for key, (bias, _) in check.bias.items():
+        assert abs(bias) < 0.005, (key, check.bias[key])
+    for key, rate in check.coverage.items():
+        _, high = wilson(rate.hits, rate.trials, z=3.29)
+        assert high >= 1 - NOMINAL, f"{key} {rate}: under-covers"
+    for key, rate in check.false_positive.items():
+        low, _ = wilson(rate.hits, rate.trials, z=3.29)
+        assert low <= NOMINAL, f"{key} {rate}: rejects a true null too often"

@@ -1,0 +1,101 @@
+"""What a study measures on the two models alone: the design checks and Figure 1's ranks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zerogap.analysis.score import REPEAT
+from zerogap.errors import DataError
+from zerogap.io.files import write_text
+from zerogap.io.jsonlines import read_json_object
+from zerogap.strategies import PLAIN
+from zerogap.study.progress import Tracker
+from zerogap.study.settings import Setting
+
+if TYPE_CHECKING:
+    from zerogap.runs import LoadedEngine
+
+RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
+
+
+def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
+    """Measure the design criteria on the two models alone (clean batches, identity, both
+    models' greedy decodes) and write them to ``path``; see :mod:`zerogap.analysis.design`.
+
+    The store keeps no sample's token ids, so for the trigger rate every sample and greedy
+    text is tokenised again with its model's tokenizer (both sides alike)."""
+    import numpy as np
+
+    from zerogap.analysis.design import design_criteria, trajectory_stats, write_design
+    from zerogap.models import load_tokenizer
+    from zerogap.readout import run_counts
+    from zerogap.store import RunStore
+
+    ids = [q.id for q in s.questions]
+
+    def solve(label: str) -> np.ndarray:
+        with RunStore(dirs[label], create=False) as store:
+            rows = {r["id"]: r for r in run_counts(store)}
+        return np.array([rows[q]["correct"] / rows[q]["samples"] for q in ids])
+
+    def against_greedy(label: str, greedy_label: str, model: str):
+        tokenizer = load_tokenizer(model)
+        with RunStore(dirs[greedy_label], create=False) as store:
+            greedy = {q: g.text for q, g in store.greedy().items()}
+        samples: dict[str, list[str]] = {q: [] for q in ids}
+        with RunStore(dirs[label], create=False) as store:
+            for row in store.samples():
+                if row.question_id in samples:
+                    samples[row.question_id].append(row.text)
+        return trajectory_stats([samples[q] for q in ids], [greedy[q] for q in ids],
+                                lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    leaked = set(s.leaked or ())
+    criteria = design_criteria(
+        solve("clean"), solve(REPEAT), solve(PLAIN), np.array([q in leaked for q in ids]),
+        co=against_greedy(PLAIN, "greedy", s.spec.contaminated),
+        cl=against_greedy("clean", "clean greedy", s.spec.clean),
+    )
+    write_design(path, criteria, ids)
+    return criteria
+
+
+def figure_ranks(path: Path, s: Setting, engine: Callable[[str], LoadedEngine],
+                 greedy_clean: Path, tracker: Tracker) -> None:
+    """Figure 1 b/d's teacher-forced ranks of setting ``s`` into ``path``, kept from an earlier
+    run when their inputs have not changed: the questions, the clean model's greedy decodes
+    (``greedy_clean``, a directory named by its run's content: model, task, backend, dtype,
+    token limit) and the contaminated model they are forced into (``engine(role)`` loads a
+    model only when they are computed). A file of a study made before the inputs were
+    recorded is kept when its questions are the same."""
+    from zerogap.store import RunStore
+
+    ids = [q.id for q in s.questions]
+    inputs = {"greedy": greedy_clean.name, "contaminated": s.spec.contaminated}
+    kept = _kept_ranks(path) if path.is_file() else {}
+    if kept.get("questions") == ids and kept.get("inputs", inputs) == inputs:
+        return
+    tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
+    with RunStore(greedy_clean, create=False) as store:
+        greedy = store.greedy()
+    prompts = [s.task.prompt(q) for q in s.questions]
+    # The clean model's greedy tokens, teacher-forced into the contaminated model; only the
+    # steps where the two disagree (rank > 1) are kept, as in paper Figure 1 b/d.
+    forced = [greedy[q.id].token_ids[:RANK_STEPS] for q in s.questions]
+    scored = engine("contaminated").backend.forced_ranks(prompts, forced)
+    ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored, strict=True)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps({"questions": ids, "ranks": ranks, "inputs": inputs}) + "\n")
+
+
+def _kept_ranks(path: Path) -> dict:
+    """The ranks file a previous run left, or ``{}`` (computed again) when it is unreadable:
+    it is derived data, so a damaged one costs a recomputation, not a failed rerun."""
+    try:
+        return read_json_object(path, "ranks file")
+    except DataError:
+        return {}

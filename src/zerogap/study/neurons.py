@@ -1,0 +1,82 @@
+"""Shortcut-neuron location for a study setting, resumable, reusing the study's greedy decodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zerogap.study.progress import Tracker
+from zerogap.study.settings import Setting
+from zerogap.study.spec import StudySpec
+
+if TYPE_CHECKING:
+    from zerogap.runs import LoadedEngine
+
+
+def locate_for_setting(path: Path, study: StudySpec, s: Setting,
+                       engine: Callable[[str], LoadedEngine], greedy_dir: Path,
+                       tracker: Tracker) -> None:
+    """Rank the setting's neurons into ``path`` (:func:`zerogap.pipelines.neurons.locate_neurons`
+    on ``engine(role)``'s models and the base model loaded beside them); each question's result
+    is journaled beside it first, so a study stopped during this (hours on a 7B model) resumes
+    where it stopped.
+
+    The contaminated model's unpatched greedy passes (its answers to leaked questions, its
+    grades on calibration questions) are the study's own greedy decodes of that model in
+    ``greedy_dir`` (same prompts, token limit and stop strings), so they enter the journal
+    from there instead of being decoded again.
+    """
+    from zerogap.decoding.shortcut import mlp_width
+    from zerogap.io.neurons import save_neurons
+    from zerogap.models import load_beside
+    from zerogap.pipelines.neurons import (
+        Journal,
+        journal_path,
+        locate_neurons,
+        nearest_block_size,
+    )
+    from zerogap.store import RunStore
+
+    contaminated, clean = engine("contaminated").loaded, engine("clean").loaded
+    tracker.stage(f"{s.spec.name}: loading the base model")
+    base = load_beside(s.spec.base, contaminated.model)
+    tracker.stage(f"{s.spec.name}: locating shortcut neurons")
+    by_id = {q.id: q for q in s.questions}
+    leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
+    d_ff = mlp_width(contaminated.model)[1]
+    block = nearest_block_size(d_ff, study.neuron_block or d_ff)
+    setup = {"task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
+             "leaked_ids": [q.id for q in leaked],
+             "calibration_ids": [q.id for q in s.calibration]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = journal_path(path)
+    journal = Journal(kept, {**setup, "block_size": block,
+                             "candidates": study.neuron_candidates,
+                             "max_new_tokens": study.max_new_tokens})
+    journal.check_models({"base": base.fingerprint, "contaminated": contaminated.fingerprint,
+                          "uncontaminated": clean.fingerprint})
+    with RunStore(greedy_dir, create=False) as store:
+        decoded = store.greedy()
+    for key, questions, value in (
+            ("leaked", leaked, lambda g: list(g.token_ids)),
+            ("contaminated", s.calibration, lambda g: int(g.correct))):
+        done = journal.results.get(key, {})
+        for q in questions:
+            if q.id in decoded and q.id not in done:
+                journal.record(key, q.id, value(decoded[q.id]))
+    ranking, meta = locate_neurons(
+        base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
+        s.calibration, block_size=block, candidates=study.neuron_candidates,
+        max_new_tokens=study.max_new_tokens, journal=journal,
+        progress=lambda event: tracker.part("neuron decodes", event.done, event.total),
+    )
+    meta.update({
+        "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
+        "contaminated": {"spec": s.spec.contaminated, "fingerprint": contaminated.fingerprint},
+        "uncontaminated": {"spec": s.spec.clean, "fingerprint": clean.fingerprint},
+        **setup,
+    })
+    save_neurons(path, ranking, meta)
+    kept.unlink()  # everything it kept is in the ranking now

@@ -1,0 +1,187 @@
+"""Which jobs a study setting runs, in which order, in which run directories.
+
+Run directories are named by the content of their configuration (:func:`plan_setting`), so a
+rerun, a larger ``limit`` or an added strategy resumes instead of starting over, and runs that
+two settings or two strategies share (greedy decodes, identity's samples that TED filters) are
+made once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zerogap.analysis.report import slug
+from zerogap.analysis.score import REPEAT
+from zerogap.engine.base import DEFAULT_BACKEND
+from zerogap.strategies import PLAIN, strategy_class
+from zerogap.study.settings import Setting
+from zerogap.study.spec import StudySpec
+
+if TYPE_CHECKING:
+    from zerogap.strategies import Strategy
+
+
+def _digest(fields_: dict) -> str:
+    text = json.dumps(fields_, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Job:
+    """One resumable unit of a study: a sampling run, greedy decodes, a filter over another
+    run's samples (TED), neuron location, or the design checks.
+
+    ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
+    ``source`` is the run a filter reads its samples from; ``built`` is the strategy named by
+    ``strategy`` and ``options`` where the setting built it already (None: built at its run).
+    ``reads`` lists the other jobs' outputs (run directories, files) this one opens: it starts
+    only after the jobs that write them (:func:`zerogap.study.workers.run_side_by_side`).
+    """
+
+    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design"
+    label: str
+    role: str  # whose model: "clean" | "contaminated"
+    run_dir: Path
+    strategy: str = PLAIN
+    options: dict = field(default_factory=dict)
+    seed: int = 0
+    greedy_dir: Path | None = None
+    source: Path | None = None
+    built: Strategy | None = None
+    todo: int = 0
+    rows: int = 0
+    reads: tuple[Path, ...] = ()
+
+
+def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
+    from zerogap.store import DB_NAME, RunStore
+
+    if not (run_dir / DB_NAME).exists():
+        return len(ids)
+    with RunStore(run_dir, create=False) as store:  # also refuses a foreign file up front
+        done = store.completed_greedy() if greedy else store.completed_questions()
+    return len(ids - done)
+
+
+def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
+                 ) -> tuple[list[Job], dict[str, Path], dict[str, Path]]:
+    """The jobs of one setting in execution order, each strategy label's run dir, and each
+    control's (a strategy applied to the clean model) run dir.
+
+    The greedy decodes come first: every sampling job opens its model's greedy store, read-only
+    (jobs side by side share it; the strategies that need greedy decodes read them there).
+
+    The backend and the weight dtype are part of a run's configuration: runs made otherwise
+    get other directories (named as before for the HF engine in float32). Identity comes
+    first, then the design checks (which read it), then the other strategies, then the
+    controls. A strategy that samples nothing (All-Zero) gets no run: the report scores it
+    from the clean counts. A filtering strategy (TED) reads the plain samples of its model
+    (identity's run; for the clean model, its second batch) instead of sampling them again.
+    """
+    spec = s.spec
+    ids = {q.id for q in s.questions}
+    task_id = {"task": spec.task, "task_config": s.task.config(), "split": spec.task_split}
+    if study.backend != DEFAULT_BACKEND:  # the default's runs are named as before backends
+        task_id["backend"] = study.backend
+    if dtype != "float32":
+        task_id["dtype"] = dtype
+    sampling = {"m": study.m, "temperature": study.temperature,
+                "max_new_tokens": study.max_new_tokens}
+
+    def run_dir(kind: str, model: str, **extra) -> Path:
+        return out / "runs" / f"{kind}-{_digest({'model': model, **task_id, **extra})}"
+
+    greedy = {role: run_dir("greedy", getattr(spec, role),
+                            greedy_max_new_tokens=study.max_new_tokens)
+              for role in ("clean", "contaminated")}
+    jobs = [
+        Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain),
+        Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"],
+             built=s.plain),
+        Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
+                                                 **sampling), seed=study.seed,
+             greedy_dir=greedy["clean"], built=s.plain),
+        Job("sample", REPEAT, "clean", run_dir("clean", spec.clean, seed=study.seed + 1,
+                                                **sampling), seed=study.seed + 1,
+             greedy_dir=greedy["clean"], built=s.plain),
+    ]
+    dirs: dict[str, Path] = {"clean": jobs[2].run_dir, REPEAT: jobs[3].run_dir,
+                             "greedy": greedy["contaminated"], "clean greedy": greedy["clean"]}
+    neurons = out / "neurons" / (_digest({
+        "models": [spec.base, spec.contaminated, spec.clean], **task_id,
+        "leaked": sorted(s.leaked or []), "calibration": [q.id for q in s.calibration],
+        "block": study.neuron_block, "candidates": study.neuron_candidates,
+        "max_new_tokens": study.max_new_tokens,
+    }) + ".json")
+
+    def strategy_job(label: str, role: str, plain: Path | None) -> Job | None:
+        name, options = s.strategies[label]
+        chosen = strategy_class(name)
+        if not chosen.samples_model:
+            return None
+        model = getattr(spec, role)
+        named = options
+        if chosen.needs_neurons:
+            if not any(job.kind == "neurons" for job in jobs):
+                jobs.append(Job("neurons", f"{name} neurons", "contaminated", neurons))
+            # The run records the list's absolute path; its name (a digest) names the run.
+            options = chosen.neuron_settings(str(neurons.resolve()), spec.base)
+            named = chosen.neuron_settings(neurons.name, spec.base)
+        shown = label if role == "contaminated" else f"{label} on the clean model"
+        if chosen.filters_only and plain is not None:
+            return Job("filter", shown, role,
+                        run_dir(slug(name), model, strategy=name, options=named,
+                                samples_of=plain.name),
+                        strategy=name, options=options, greedy_dir=greedy[role], source=plain,
+                        built=s.built.get(label))
+        return Job("sample", shown, role,
+                    run_dir(slug(name), model, strategy=name, options=named,
+                            seed=study.seed + 2, **sampling),
+                    strategy=name, options=options, seed=study.seed + 2,
+                    greedy_dir=greedy[role], built=s.built.get(label))
+
+    labels = study.labels()
+    made: dict[str, Path] = {}
+    # Identity first: the design checks read it before any strategy samples.
+    for label in sorted(labels, key=lambda label: label != PLAIN):
+        job = strategy_job(label, "contaminated", made.get(PLAIN))
+        if job is not None:
+            jobs.append(job)
+            made[label] = job.run_dir
+        if label == PLAIN:
+            jobs.append(Job("design", "design checks", "contaminated",
+                             out / "design" / f"{slug(spec.name)}.json"))
+    dirs.update({label: made[label] for label in labels if label in made})  # table order
+    controls: dict[str, Path] = {}
+    for label in study.control_labels():
+        job = strategy_job(label, "clean", dirs[REPEAT])
+        if job is not None:
+            jobs.append(job)
+            controls[label] = job.run_dir
+    seen: set[Path] = set()
+    for job in jobs:
+        if job.kind == "design":
+            job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"],
+                         dirs["clean greedy"])
+        elif job.kind == "neurons":
+            job.reads = (greedy["contaminated"],)
+        else:  # every sampling job opens its model's greedy store, even if it reads nothing
+            located = strategy_class(job.strategy).needs_neurons
+            job.reads = tuple(p for p in (job.greedy_dir, job.source,
+                                          neurons if located else None) if p)
+        if job.kind == "neurons":
+            job.todo = 0 if job.run_dir.is_file() else 1
+        elif job.kind == "design":
+            job.todo = 1  # cheap, and it reads runs that may have grown: always recomputed
+        elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once
+            job.todo = 0
+        else:
+            seen.add(job.run_dir)
+            job.todo = _missing(job.run_dir, ids, job.kind == "greedy")
+            job.rows = job.todo * (study.m if job.kind == "sample" else
+                                   1 if job.kind == "greedy" else 0)
+    return jobs, dirs, controls

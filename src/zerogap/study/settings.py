@@ -1,0 +1,233 @@
+"""A study's settings made concrete before any model loads: strategies, tasks, questions, splits.
+
+:func:`prepare` validates a whole :class:`~zerogap.study.spec.StudySpec` (strategy labels against
+the registry and the study's backend, every setting's task, split file and model paths, the
+folder names the settings and strategies will take) and returns one :class:`Setting` per
+setting, with its questions, its leaked half and its shortcut-neuron calibration questions.
+Nothing here loads a model's weights (a chat template loads a tokenizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from zerogap.analysis.report import slug
+from zerogap.analysis.score import REPEAT
+from zerogap.errors import DataError, UserError, ZerogapError
+from zerogap.study.spec import SettingSpec, StudySpec, read_split
+from zerogap.study.sweep import sweep_settings
+
+if TYPE_CHECKING:
+    from zerogap.strategies import Strategy
+
+
+def parse_strategy(label: str) -> tuple[str, dict]:
+    """``"railcap:n=3,mode=ban"`` -> ``("railcap", {"n": 3, "mode": "ban"})``, typed.
+
+    Raises :class:`~zerogap.errors.UserError` naming the label for an unknown strategy or setting
+    (a strategy that ``needs_neurons`` takes none: the study locates them); the values are
+    checked when each setting builds the strategy (:func:`_setting_strategies`).
+    """
+    from zerogap.strategies import parse_overrides, strategy_class
+
+    name, _, rest = label.partition(":")
+    pairs = [p for p in rest.split(",") if p.strip()]
+    try:
+        options = parse_overrides(name, pairs)
+        if strategy_class(name).needs_neurons and options:
+            raise UserError(f"{name}'s neurons and base come from the study; give no settings")
+    except ValueError as err:
+        raise UserError(f"strategy {label!r}: {err}") from None
+    return name, options
+
+
+def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: str,
+                        questions: Sequence) -> tuple[dict[str, tuple[str, dict]],
+                                                      dict[str, Strategy], Strategy, dict]:
+    """Each label's final ``(name, options)`` in a setting, each strategy built from them once
+    per setting (:func:`prepare` held their classes against the backend), the plain sampling of
+    the clean batches and greedy decodes (the identity label's, if any), and the records of
+    what the setting's task set.
+
+    A strategy takes its :meth:`~zerogap.strategies.Strategy.task_settings` from the setting's
+    task and questions where its label sets none (LNE-blocking's T_task); each value taken is
+    recorded under its class's ``task_setting_records`` key, so the report states only those.
+    A strategy that ``needs_neurons`` is built when its run starts: its neuron list is the
+    study's to locate first.
+    """
+    from zerogap.runs import build_strategy
+    from zerogap.strategies import PLAIN, strategy_class
+
+    final: dict[str, tuple[str, dict]] = {}
+    built: dict[str, Strategy] = {}
+    derived: dict[str, dict] = {}  # strategy name -> what the task sets, measured once
+    records: dict[str, Any] = {}
+    for label, (name, options) in labels.items():
+        cls = strategy_class(name)
+        if name not in derived:
+            derived[name] = cls.task_settings(task, split, questions)
+        taken = {key: value for key, value in derived[name].items() if key not in options}
+        records.update({cls.task_setting_records[key]: value for key, value in taken.items()
+                        if key in cls.task_setting_records})
+        final[label] = (name, {**taken, **options})
+        if not cls.needs_neurons:
+            try:
+                built[label] = build_strategy(name, final[label][1])
+            except ValueError as err:
+                raise UserError(f"strategy {label!r}: {err}") from None
+    plain = built.get(PLAIN) or build_strategy(PLAIN, {})
+    return final, built, plain, records
+
+
+@dataclass
+class Setting:
+    """A setting made concrete: its task, questions and split (no model loaded).
+
+    ``strategies`` maps each of the study's strategy labels to its ``(name, options)`` in this
+    setting, and ``built`` to the strategy built from them (:func:`_setting_strategies`; one
+    that needs neurons is built when its run starts); ``plain`` samples the clean batches and
+    decodes greedily. ``records`` holds what the setting's task set a strategy to, by the key
+    ``study.json`` records it under (LNE-blocking's T_task: ``lne_t_task``), for the strategies
+    the study runs only.
+    """
+
+    spec: SettingSpec
+    task: Any
+    questions: list
+    leaked: list[str] | None
+    calibration: list
+    strategies: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    built: dict[str, Strategy] = field(default_factory=dict)
+    plain: Strategy | None = None
+    records: dict[str, Any] = field(default_factory=dict)
+
+
+def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
+    """``first[0], second[0], first[1], ...``, the longer list's rest at the end."""
+    out = [x for pair in zip(first, second, strict=False) for x in pair]
+    short = min(len(first), len(second))
+    return out + list(first[short:]) + list(second[short:])
+
+
+def _chat_task(spec: SettingSpec, task: Any) -> Any:
+    """``task`` prompted as the setting asks, rendered with the contaminated model's tokenizer
+    (its template file read and the tokenizer loaded now: no weights, before any sampling).
+    Both models see the same prompts, so their solve probabilities compare."""
+    from zerogap.models import load_tokenizer
+    from zerogap.tasks.chat import chat_prompts, read_template
+
+    template = read_template(spec.chat_template)
+    return chat_prompts(task, load_tokenizer(spec.contaminated), template=template,
+                        system=spec.system_instruction)
+
+
+def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
+                     calibration_size: int, *, check_models: bool = True) -> Setting:
+    from zerogap.runs import first_questions
+    from zerogap.strategies import strategy_class
+    from zerogap.tasks import get_task
+
+    for key in ("clean", "contaminated", "base") if check_models else ():
+        _check_model_spec(spec.name, key, getattr(spec, key))
+    try:
+        task = get_task(spec.task, **spec.task_options)
+        every = task.questions(spec.task_split)
+        if spec.chat_template or spec.system_instruction:
+            task = _chat_task(spec, task)
+            if every:  # a template that cannot render this task's prompt fails here
+                task.prompt(every[0])
+    except ZerogapError as err:
+        raise type(err)(f"setting {spec.name}: task {spec.task}: {err}") from None
+    questions = every
+    leaked = None
+    calibration: list = []
+    if spec.split_file:
+        split = read_split(spec.split_file)
+        by_id = {q.id: q for q in questions}
+        for key in ("leaked", "unleaked"):
+            unknown = [q for q in split[key] if q not in by_id]
+            if unknown:
+                raise DataError(f"{spec.split_file}: {len(unknown)} {key} ids are not in "
+                                 f"split {spec.task_split!r} of {spec.task} (first: "
+                                 f"{unknown[0]!r})")
+        if spec.limit is not None and spec.limit < 2:
+            raise UserError(f"setting {spec.name}: limit {spec.limit} with a split file keeps "
+                            "no unleaked question; give at least 2")
+        half = None if spec.limit is None else spec.limit - spec.limit // 2
+        keep_leaked = split["leaked"][:half]
+        keep_unleaked = split["unleaked"][: None if spec.limit is None else spec.limit // 2]
+        if spec.limit is not None and len(keep_leaked) + len(keep_unleaked) < spec.limit:
+            # Fewer would unbalance the halves the stratified comparison rests on.
+            raise UserError(f"setting {spec.name}: limit {spec.limit} needs {half} leaked and "
+                            f"{spec.limit // 2} unleaked questions; {spec.split_file} has "
+                            f"{len(split['leaked'])} and {len(split['unleaked'])}")
+        wanted = set(keep_leaked) | set(keep_unleaked)
+        questions = [q for q in questions if q.id in wanted]
+        leaked = keep_leaked
+        # The authors' scoring set is the test set, leaked half included (baselines.md §3, A2):
+        # without leaked items, Acc(M_co) - Acc(M_co + patch) never sees the inflation.
+        calibration = [by_id[q] for q in _alternate(split["leaked"], split["unleaked"])
+                       ][:calibration_size]
+    else:
+        questions = list(first_questions(questions, spec.limit))
+    if not questions:
+        raise UserError(f"setting {spec.name}: no questions to evaluate")
+    located = [name for name, _ in strategies.values() if strategy_class(name).needs_neurons]
+    if located and leaked is None:
+        raise UserError(f"setting {spec.name}: strategy {located[0]} needs a split file (the "
+                        "leaked questions locate its neurons); give --split-file or leave it out "
+                        "of --strategies")
+    return Setting(spec, task, questions, leaked, calibration,
+                   *_setting_strategies(strategies, task, spec.task_split, questions))
+
+
+def _check_model_spec(setting: str, key: str, spec: str) -> None:
+    """Refuse a model that cannot be loaded (:func:`zerogap.models.check_model_spec`), before
+    anything is loaded (hub ids pass)."""
+    from zerogap.models import check_model_spec
+
+    try:
+        check_model_spec(spec)
+    except ZerogapError as err:
+        raise type(err)(f"setting {setting}: {key} model: {err}") from None
+
+
+def _check_folder_names(kind: str, names: Sequence[str]) -> None:
+    """Refuse names that would share a file or folder name in the study folder (counts, ranks,
+    figures are named by :func:`~zerogap.analysis.report.slug`), compared without case as
+    macOS and Windows file systems compare them: one would overwrite the other's results."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = slug(name).lower()
+        if key in seen and seen[key] != name:
+            raise UserError(f"{kind} names {seen[key]!r} and {name!r} would share the file "
+                            f"name {slug(name)!r} in the study folder; rename one")
+        seen[key] = name
+
+
+def prepare(study: StudySpec) -> list[Setting]:
+    """Validate strategies and every setting (tasks, splits, model paths); loads no model.
+
+    A strategy the study's backend cannot run is refused, naming the capability it lacks
+    (:func:`zerogap.runs.check_strategy`, each strategy once). A sweep's settings follow the
+    study's own; their models are not checked, as :func:`~zerogap.study.sweep.build_sweep`
+    makes the missing ones from the folder's manifest.
+    """
+    from zerogap.engine.base import backend_capabilities
+    from zerogap.runs import check_strategy
+    from zerogap.strategies import strategy_class
+
+    capabilities = backend_capabilities(study.backend)
+    strategies = {label: parse_strategy(label) for label in study.labels()}
+    for name in dict.fromkeys(name for name, _ in strategies.values()):
+        check_strategy(strategy_class(name), capabilities, study.backend, name)
+    swept = () if study.sweep is None else sweep_settings(study.sweep)
+    names = [s.name for s in (*study.settings, *swept)]
+    if len(set(names)) != len(names):
+        raise UserError(f"setting names must differ, got {names}")
+    _check_folder_names("setting", names)
+    _check_folder_names("strategy", ["clean", REPEAT, *study.labels()])
+    return [_prepare_setting(s, strategies, study.calibration_size, check_models=checked)
+            for group, checked in ((study.settings, True), (swept, False)) for s in group]

@@ -1,0 +1,487 @@
+"""A strategy's intervals: every restoration metric against one clean run, with its standard
+error over new samples of the same questions (see :mod:`zerogap.uncertainty`).
+
+SA-PPG and the other weighted-sum metrics are ``Σ_q w_q term_q``; with the questions fixed the
+terms are independent, so the variance is ``Σ_q w_q² Var(term_q)``, each variance computed
+exactly from two binomials (m may differ by question and by run) and averaged over the
+question's empirical-Bayes posteriors (:mod:`zerogap.uncertainty.solve_prior`). The
+:class:`GapIntervals` it returns also carries what the paired tests
+(:mod:`zerogap.uncertainty.paired`) need: the per-question terms, the weights, the strata and
+the swap patterns.
+
+Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from statistics import NormalDist
+
+import numpy as np
+
+from zerogap.metrics import DEFAULT_BINS, restoration_gaps, solve_probability, strata
+from zerogap.uncertainty.solve_prior import SolvePrior, binomial_likelihood, fit_solve_prior
+
+MIN_QUESTIONS = 12
+"""Fewest questions for which intervals and verdicts are stated (the smallest N the calibration
+suite checks); below it they read "too few questions"."""
+
+QUESTIONS_PER_BIN = 26
+"""The paper's B = 50 on GSM8K's 1,319 questions is about 26 questions per stratum; the default
+B keeps that ratio (see :func:`choose_bins`)."""
+
+# Replicates per chunk of the noise-floor simulation, and sign patterns per matrix product.
+_CHUNK = 1000
+
+LINEAR_METRICS = ("a_ppg", "delta_plus", "delta_minus", "sa_ppg", "s_delta_plus",
+                  "s_delta_minus")
+"""Metrics that are weighted sums of per-question terms (the others are |mean Δ|)."""
+STRATIFIED = ("sa_ppg", "s_delta_plus", "s_delta_minus")
+_PART = {"a_ppg": "abs", "delta_plus": "plus", "delta_minus": "minus",
+         "sa_ppg": "abs", "s_delta_plus": "plus", "s_delta_minus": "minus"}
+# Each linear metric's per-question term as a function of Δ (paper eq. 5, 9, 10, 13).
+_PART_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.abs, "plus": lambda d: np.maximum(d, 0.0), "minus": lambda d: np.maximum(-d, 0.0)}
+
+
+def too_few(n_questions: int) -> str:
+    return (f"too few questions ({n_questions} < {MIN_QUESTIONS}) for a calibrated "
+            "statement")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its confidence interval ``[low, high]`` at ``level``.
+
+    When ``reason`` is set no calibrated interval exists (``low`` and ``high`` are NaN) and it
+    says why.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    reason: str | None = None
+
+    def to_dict(self) -> dict:
+        if self.reason is not None:
+            return {"estimate": self.estimate, "low": None, "high": None, "level": self.level,
+                    "reason": self.reason}
+        return {"estimate": self.estimate, "low": self.low, "high": self.high,
+                "level": self.level}
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+
+
+def _check_counts(correct, samples, name: str) -> tuple[np.ndarray, np.ndarray]:
+    correct = np.atleast_2d(np.asarray(correct))
+    samples = np.atleast_2d(np.asarray(samples))
+    if correct.shape != samples.shape:
+        raise ValueError(f"{name}: correct and samples differ in shape")
+    for row_c, row_m in zip(correct, samples, strict=True):
+        solve_probability(row_c, row_m)  # validates
+    return correct.astype(np.int64), samples.astype(np.int64)
+
+
+def _per_question(values, n: int, name: str) -> np.ndarray:
+    """(N,) positive whole numbers from one number or one per question."""
+    arr = np.asarray(values)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.size != n):
+        raise ValueError(f"{name} must be one number or one per question ({n}), "
+                         f"got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" or np.any(arr < 1):
+        raise ValueError(f"{name} must be positive whole numbers, got {values!r}")
+    return np.broadcast_to(arr, (n,)).astype(np.int64)
+
+
+def choose_bins(n_questions: int) -> int:
+    """The default number of SA-PPG strata B for a benchmark of ``n_questions``.
+
+    B = round(N / 26), kept within [5, 50]: the paper's B = 50 on 1,319 questions is about 26
+    questions per stratum; fewer than 5 strata would no longer separate easy from hard
+    questions, and more than 50 is beyond what the paper used.
+
+    Examples
+    --------
+    >>> choose_bins(1319), choose_bins(12), choose_bins(400)
+    (50, 5, 15)
+    """
+    if not isinstance(n_questions, int | np.integer) or n_questions < 1:
+        raise ValueError(f"n_questions must be a positive integer, got {n_questions!r}")
+    return int(min(50, max(5, round(n_questions / QUESTIONS_PER_BIN))))
+
+
+def stratum_weights(r_clean: np.ndarray, bins: int) -> np.ndarray:
+    """(N,) each question's weight in SA-PPG: ``1 / (n_strata * n_stratum(q))``; they sum to 1."""
+    _, inverse, sizes = np.unique(strata(r_clean, bins=bins), return_inverse=True,
+                                  return_counts=True)
+    return 1.0 / (sizes.size * sizes[inverse])
+
+
+def _part_variances(mit: SolvePrior, clean: SolvePrior) -> dict[str, np.ndarray]:
+    """(N,) each question's expected variance of its |Δ|, Δ+, Δ- and Δ over new samples.
+
+    ``Δ = X / m_mit - Y / m_clean`` with ``X ~ Bin(m_mit, p)``, ``Y ~ Bin(m_clean, p')`` given
+    the question's true solve probabilities, which are unknown: the variance given them is
+    averaged over their posteriors (independent for the two runs). For a part f on the grid
+    of solve probabilities, ``F = E[f | p, p']`` and ``F2 = E[f² | p, p']`` are (G, G) matrices
+    shared by every question with the same pair of m, and the expected variance is
+    ``post_mit @ (F2 - F * F) @ post_clean``. Plugging the posterior means into the variance
+    instead would overstate it (p(1 - p) is concave) and over-cover at small m.
+    """
+    grid = clean.grid
+    pairs, inverse = np.unique(np.stack([mit.group, clean.group], axis=1), axis=0,
+                               return_inverse=True)
+    inverse = inverse.ravel()
+    m_mit, m_clean = mit.counts[pairs[:, 0], 1], clean.counts[pairs[:, 1], 1]
+    post_mit, post_clean = mit.group_posterior[pairs[:, 0]], clean.group_posterior[pairs[:, 1]]
+    out = {key: np.zeros(pairs.shape[0]) for key in ("abs", "plus", "minus")}
+    for ma, mc in np.unique(np.stack([m_mit, m_clean], axis=1), axis=0):
+        members = np.flatnonzero((m_mit == ma) & (m_clean == mc))
+        delta = np.arange(ma + 1)[:, None] / ma - np.arange(mc + 1)[None, :] / mc  # (A, C)
+        pmf_a = binomial_likelihood(np.arange(ma + 1), np.full(ma + 1, ma), grid)  # (A, G)
+        pmf_c = binomial_likelihood(np.arange(mc + 1), np.full(mc + 1, mc), grid)  # (C, G)
+        for key, part in _PART_FUNCTIONS.items():
+            f = part(delta)
+            first = pmf_a.T @ f @ pmf_c  # (G, G) E[f | p, p']
+            second = pmf_a.T @ (f * f) @ pmf_c
+            spread = second - first * first
+            out[key][members] = ((post_mit[members] @ spread) * post_clean[members]).sum(axis=1)
+    result = {key: np.maximum(value[inverse], 0.0) for key, value in out.items()}
+    bernoulli = grid * (1 - grid)  # (G,) p(1 - p), averaged over each posterior below
+    result["draw"] = mit.posterior @ bernoulli + clean.posterior @ bernoulli
+    result["delta"] = (mit.posterior @ bernoulli / mit.counts[mit.group, 1]
+                       + clean.posterior @ bernoulli / clean.counts[clean.group, 1])
+    return result
+
+
+def _part_covariances(a: SolvePrior, b: SolvePrior, clean: SolvePrior,
+                      part: str) -> np.ndarray:
+    """(N,) each question's expected covariance of strategy a's and b's terms ``f(Δ)``.
+
+    The two terms share the clean count ``Y``; given the three solve probabilities, a's and b's
+    counts are independent, so the covariance is that of ``g_a(Y)`` and ``g_b(Y)``, with
+    ``g_k(y) = E f(X_k / m_k - y / m_clean)``. Averaged over the three (independent) posteriors
+    it is ``E_p'[Cov_Y(ḡ_a(Y), ḡ_b(Y))]``, with ``ḡ_k`` the posterior average of ``g_k``: one
+    (m_clean + 1)-vector per question and strategy, for every question with the same three m.
+    """
+    grid, f = clean.grid, _PART_FUNCTIONS[part]
+    m_a, m_b = a.counts[a.group, 1], b.counts[b.group, 1]
+    m_c = clean.counts[clean.group, 1]
+    posteriors = a.posterior, b.posterior, clean.posterior  # (N, G) each
+    out = np.zeros(m_c.size)
+    for ma, mb, mc in np.unique(np.stack([m_a, m_b, m_c], axis=1), axis=0):
+        members = np.flatnonzero((m_a == ma) & (m_b == mb) & (m_c == mc))
+        y = np.arange(mc + 1) / mc
+        pmf_c = binomial_likelihood(np.arange(mc + 1), np.full(mc + 1, mc), grid)  # (C, G)
+        mean_terms = []
+        for m, posterior in ((ma, posteriors[0]), (mb, posteriors[1])):
+            pmf = binomial_likelihood(np.arange(m + 1), np.full(m + 1, m), grid)  # (M, G)
+            given_p = pmf.T @ f(np.arange(m + 1)[:, None] / m - y[None, :])  # (G, C)
+            mean_terms.append(posterior[members] @ given_p)  # (n, C) ḡ per question
+        both = (mean_terms[0] * mean_terms[1]) @ pmf_c  # (n, G) E_Y[ḡ_a ḡ_b | p']
+        apart = (mean_terms[0] @ pmf_c) * (mean_terms[1] @ pmf_c)
+        out[members] = ((both - apart) * posteriors[2][members]).sum(axis=1)
+    return out
+
+
+def _folded(estimate: float, se: float, z: float) -> tuple[float, float]:
+    """Interval for |μ| from the signed estimate of μ and its standard error."""
+    low, high = estimate - z * se, estimate + z * se
+    if low >= 0:
+        return low, high
+    if high <= 0:
+        return -high, -low
+    return 0.0, max(-low, high)
+
+
+@dataclass(frozen=True)
+class GapIntervals:
+    """Every metric of several strategies against one clean run, with intervals and the data
+    their paired comparisons need.
+
+    ``estimates[k]`` is strategy k's :class:`~zerogap.metrics.RestorationGaps`; ``se[metric]``
+    (K,) the standard errors of the linear metrics and of the signed mean Δ behind G-APP
+    (``"mean_delta"``) and G-AP (``"mean_draw"``). ``r_clean`` (N,), ``r_mitigated`` (K, N),
+    ``weights`` (N,) (SA-PPG's), ``stratum`` (N,) (each question's SA-PPG stratum) and the
+    single draws are kept for :func:`~zerogap.uncertainty.paired.compare`; the empirical-Bayes
+    priors of the clean and each mitigated run, and each strategy's per-question variances
+    (:func:`_part_variances`), for :func:`difference_interval`.
+    """
+
+    names: tuple[str, ...]
+    estimates: tuple
+    se: dict = field(repr=False)
+    level: float
+    n_resamples: int
+    seed: int
+    r_clean: np.ndarray = field(repr=False)
+    r_mitigated: np.ndarray = field(repr=False)
+    weights: np.ndarray = field(repr=False)
+    stratum: np.ndarray = field(repr=False)
+    draw_clean: np.ndarray | None = field(default=None, repr=False)
+    draw_mitigated: np.ndarray | None = field(default=None, repr=False)
+    signed: dict = field(default_factory=dict, repr=False)
+    prior_clean: SolvePrior | None = field(default=None, repr=False)
+    prior_mitigated: tuple[SolvePrior, ...] = field(default=(), repr=False)
+    variances: tuple[dict[str, np.ndarray], ...] = field(default=(), repr=False)
+
+    @property
+    def n_questions(self) -> int:
+        return int(self.r_clean.size)
+
+    def index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"unknown strategy {name!r}; have {', '.join(self.names)}") from None
+
+    def interval(self, name: str, metric: str) -> Interval:
+        """``metric`` of strategy ``name`` with its interval (see :mod:`zerogap.uncertainty`)."""
+        k = self.index(name)
+        estimate = getattr(self.estimates[k], metric)
+        if estimate is None:
+            raise ValueError(f"no {metric} for {name!r}: it needs single draws")
+        if self.n_questions < MIN_QUESTIONS:
+            return Interval(estimate, math.nan, math.nan, self.level,
+                            too_few(self.n_questions))
+        z = NormalDist().inv_cdf(0.5 + self.level / 2)
+        if metric in LINEAR_METRICS:
+            se = float(self.se[metric][k])
+            return Interval(estimate, max(0.0, estimate - z * se), estimate + z * se,
+                            self.level)
+        key = "mean_delta" if metric == "g_app" else "mean_draw"
+        low, high = _folded(float(self.signed[key][k]), float(self.se[key][k]), z)
+        return Interval(estimate, low, high, self.level)
+
+    def _pattern_chunks(self):
+        """The swap patterns (+1 keep, -1 swap), (rows, N) float chunks: all 2^N when that is
+        at most ``n_resamples``, else the identity and ``n_resamples`` random ones (seeded).
+        Chunks keep the float copies small; the (R, N) matrix never exists at once."""
+        n = self.n_questions
+        if self.exact:
+            for start in range(0, 2**n, _CHUNK):
+                codes = np.arange(start, min(start + _CHUNK, 2**n))[:, None] >> np.arange(n)
+                yield 1.0 - 2.0 * (codes & 1)
+            return
+        yield np.ones((1, n))
+        rng = np.random.default_rng([self.seed, 19])
+        for start in range(0, self.n_resamples, _CHUNK):
+            rows = min(_CHUNK, self.n_resamples - start)
+            bits = np.unpackbits(rng.integers(0, 256, size=(rows, (n + 7) // 8),
+                                              dtype=np.uint8), axis=1)[:, :n]
+            yield 1.0 - 2.0 * bits
+
+    @cached_property
+    def swap_table(self) -> tuple[dict, np.ndarray]:
+        """Every per-question column a paired test sums, and its sums under each swap pattern.
+
+        Columns (N,): for each strategy k and weighted-sum metric, its weighted per-question
+        term; its signed Δ and draw Δ over N (G-APP, G-AP); and the two weight vectors
+        (``"stratified"``, ``"plain"``). Returns ``{key: column}`` and the (R, C) sums: one
+        pass over the patterns serves every comparison of the card.
+        """
+        n = self.n_questions
+        keys: dict = {}
+        columns: list[np.ndarray] = []
+        for k in range(len(self.names)):
+            for metric in LINEAR_METRICS:
+                term, w = _terms(self, k, metric)
+                keys[(k, metric)] = len(columns)
+                columns.append(w * term)
+            for metric, delta in _signed_deltas(self, k).items():
+                keys[(k, metric)] = len(columns)
+                columns.append(delta / n)
+        keys["stratified"], keys["plain"] = len(columns), len(columns) + 1
+        columns += [self.weights, np.full(n, 1.0 / n)]
+        values = np.stack(columns, axis=1)  # (N, C)
+        return keys, np.concatenate([chunk @ values for chunk in self._pattern_chunks()])
+
+    @property
+    def exact(self) -> bool:
+        return 2**self.n_questions <= self.n_resamples
+
+
+def gap_intervals(
+    clean_correct,
+    clean_samples,
+    mitigated_correct,
+    mitigated_samples,
+    *,
+    names: Sequence[str] | None = None,
+    bins: int = DEFAULT_BINS,
+    level: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    draw_clean=None,
+    draw_mitigated=None,
+) -> GapIntervals:
+    """Every restoration metric of one or more strategies against one clean run, with intervals.
+
+    Intervals are for the metric's expectation over new samples of these questions (see
+    :mod:`zerogap.uncertainty`): estimate ± z · se, where se² sums each question's squared
+    weight times the exact variance of its term under binomials, averaged over its
+    empirical-Bayes posteriors (clean and mitigated priors fitted separately). For
+    G-APP = |mean Δ| and G-AP the interval of the signed mean is folded onto |·|.
+    ``n_resamples`` is the number of swap patterns :func:`~zerogap.uncertainty.paired.compare`
+    uses (all of them, when 2^N is fewer).
+
+    Parameters
+    ----------
+    clean_correct, clean_samples : array-like of int, shape (n_questions,)
+    mitigated_correct, mitigated_samples : array-like of int, shape (n_strategies, n_questions)
+        One row per strategy (a 1-D array is one strategy), same question order as the clean run.
+    names : sequence of str, optional
+        Strategy names; default ``"s0", "s1", ...``.
+    bins : int, default=50
+    level : float, default=0.95
+    n_resamples : int, default=10000
+    seed : int, default=0
+    draw_clean : array-like of 0/1, shape (n_questions,), optional
+    draw_mitigated : array-like of 0/1, shape (n_strategies, n_questions), optional
+        Single-draw readouts; when given, G-AP gets an interval and a paired test too.
+
+    Returns
+    -------
+    GapIntervals
+
+    Examples
+    --------
+    >>> gaps = gap_intervals([5, 0, 9, 2] * 5, [10] * 20, [[5, 3, 9, 0] * 5], [[10] * 20],
+    ...                      names=["railcap"])
+    >>> ci = gaps.interval("railcap", "sa_ppg")
+    >>> round(ci.estimate, 4), ci.low < ci.estimate < ci.high
+    (0.125, True)
+    """
+    _check_level(level)
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) \
+            or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    (clean_c,), (clean_m,) = _check_counts(clean_correct, clean_samples, "clean")
+    mit_c, mit_m = _check_counts(mitigated_correct, mitigated_samples, "mitigated")
+    n_strategies, n = mit_c.shape
+    if n != clean_c.size:
+        raise ValueError(
+            f"mitigated runs cover {n} questions but the clean run covers {clean_c.size}"
+        )
+    names = tuple(names) if names is not None else tuple(f"s{k}" for k in range(n_strategies))
+    if len(names) != n_strategies:
+        raise ValueError(f"{len(names)} names for {n_strategies} strategies")
+    with_draws = draw_clean is not None
+    if with_draws != (draw_mitigated is not None):
+        raise ValueError("give both draw_clean and draw_mitigated for G-AP, or neither")
+
+    r_clean = clean_c / clean_m
+    r_mit = mit_c / mit_m  # (K, N)
+    draws_c = np.asarray(draw_clean, float) if with_draws else None
+    draws_m = np.atleast_2d(np.asarray(draw_mitigated, float)) if with_draws else None
+    estimates = tuple(
+        restoration_gaps(r_clean, r_mit[k], bins=bins, draw_clean=draws_c,
+                         draw_mitigated=None if draws_m is None else draws_m[k])
+        for k in range(n_strategies)
+    )
+    weights = stratum_weights(r_clean, bins)
+    stratum = strata(r_clean, bins=bins)
+    prior_clean = fit_solve_prior(clean_c, clean_m)
+    priors = tuple(fit_solve_prior(mit_c[k], mit_m[k]) for k in range(n_strategies))
+    se: dict[str, np.ndarray] = {key: np.zeros(n_strategies)
+                                 for key in (*LINEAR_METRICS, "mean_delta", "mean_draw")}
+    signed = {"mean_delta": (r_mit - r_clean).mean(axis=1), "mean_draw": np.zeros(n_strategies)}
+    variances = tuple(_part_variances(prior, prior_clean) for prior in priors)
+    for k, var in enumerate(variances):
+        for metric in LINEAR_METRICS:
+            w = weights if metric in STRATIFIED else np.full(n, 1.0 / n)
+            se[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
+        se["mean_delta"][k] = math.sqrt(float(var["delta"].sum())) / n
+        if draws_m is not None and draws_c is not None:
+            signed["mean_draw"][k] = float((draws_m[k] - draws_c).mean())
+            se["mean_draw"][k] = math.sqrt(float(var["draw"].sum())) / n
+    return GapIntervals(
+        names=names, estimates=estimates, se=se, level=float(level),
+        n_resamples=int(n_resamples), seed=int(seed), r_clean=r_clean, r_mitigated=r_mit,
+        weights=weights, stratum=stratum, draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
+        prior_clean=prior_clean, prior_mitigated=priors, variances=variances,
+    )
+
+
+def difference_interval(gaps: GapIntervals, a: str, b: str, *,
+                        metric: str = "sa_ppg") -> Interval:
+    """``metric(a) - metric(b)`` on these questions, with its interval over new samples.
+
+    The reading of :meth:`GapIntervals.interval`, for a difference: the benchmark is taken as
+    given and the interval is for the difference's expectation over new samples of the clean
+    model and both strategies, each question at the m it was sampled with (which may differ by
+    question, as an allocated study's do, :mod:`zerogap.uncertainty.allocation`). For a
+    weighted-sum metric ``Σ_q w_q (t_a(q) - t_b(q))`` the variance is
+    ``Σ_q w_q² (Var t_a + Var t_b - 2 Cov(t_a, t_b))``, each term exact under binomials and
+    averaged over the empirical-Bayes posteriors; the covariance comes from the clean count the
+    two terms share. The interval is the difference ± z · se.
+
+    :func:`~zerogap.uncertainty.paired.compare` answers another question (are a and b equal
+    question by question, or on average over a new draw of questions), and its intervals are
+    for that one.
+
+    Parameters
+    ----------
+    gaps : GapIntervals
+    a, b : str
+        Strategy names.
+    metric : str, default="sa_ppg"
+        One of the weighted-sum metrics (``LINEAR_METRICS``).
+
+    Returns
+    -------
+    Interval
+
+    Examples
+    --------
+    >>> gaps = gap_intervals([5, 0, 9, 2] * 5, [10] * 20,
+    ...                      [[5, 3, 9, 0] * 5, [9, 9, 9, 9] * 5], [[10] * 20] * 2,
+    ...                      names=["railcap", "identity"])
+    >>> ci = difference_interval(gaps, "railcap", "identity")
+    >>> round(ci.estimate, 4), ci.low < ci.estimate < ci.high < 0
+    (-0.375, True)
+    """
+    if metric not in LINEAR_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(LINEAR_METRICS)}, got {metric!r}")
+    ia, ib = gaps.index(a), gaps.index(b)
+    estimate = float(getattr(gaps.estimates[ia], metric) - getattr(gaps.estimates[ib], metric))
+    if gaps.n_questions < MIN_QUESTIONS:
+        return Interval(estimate, math.nan, math.nan, gaps.level, too_few(gaps.n_questions))
+    if ia == ib:  # the same samples: no difference to vary
+        return Interval(0.0, 0.0, 0.0, gaps.level)
+    if gaps.prior_clean is None:
+        raise ValueError("these intervals carry no priors: build them with gap_intervals")
+    part = _PART[metric]
+    variance = (gaps.variances[ia][part] + gaps.variances[ib][part]
+                - 2 * _part_covariances(gaps.prior_mitigated[ia], gaps.prior_mitigated[ib],
+                                        gaps.prior_clean, part))
+    n = gaps.n_questions
+    w = gaps.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
+    se = math.sqrt(max(float(w**2 @ variance), 0.0))
+    z = NormalDist().inv_cdf(0.5 + gaps.level / 2)
+    return Interval(estimate, estimate - z * se, estimate + z * se, gaps.level)
+
+
+def _terms(gaps: GapIntervals, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(N,) strategy k's per-question term of a linear metric, and (N,) the metric's weights."""
+    delta = gaps.r_mitigated[k] - gaps.r_clean
+    part = _PART[metric]
+    term = (np.abs(delta) if part == "abs" else np.maximum(delta, 0) if part == "plus"
+            else np.maximum(-delta, 0))
+    n = gaps.n_questions
+    return term, gaps.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
+
+
+def _signed_deltas(gaps: GapIntervals, k: int) -> dict[str, np.ndarray]:
+    """(N,) strategy k's signed per-question Δ behind G-APP, and behind G-AP when drawn."""
+    out = {"g_app": gaps.r_mitigated[k] - gaps.r_clean}
+    if gaps.draw_mitigated is not None and gaps.draw_clean is not None:
+        out["g_ap"] = gaps.draw_mitigated[k] - gaps.draw_clean
+    return out
