@@ -237,6 +237,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learning_rate": 2e-4,
         "save_steps": 16,
     },
+    # Opt-in: the embedded SmolLM2-135M on `multistep`, whose solutions take several paths so
+    # that samples can disperse on questions a model never saw (issue 47). Configuration C2 of
+    # docs/demo-regime.md: M_cl on 320 train questions x 2 epochs at lr 1e-3, M_co 8 epochs at
+    # 2e-3 on the 64 leaked items with 32 train questions replayed, LoRA r 16. Its two
+    # fine-tunes take 45-75 minutes on a 2-core CPU, past the demo's budget, so the demo stays
+    # on `laptop`; docs/demo-regime.md records which criteria it met.
+    "multistep": {
+        "model": EMBEDDED,
+        "task": "multistep",
+        "train_questions": 320,
+        "leaked": 64,
+        "global_batch": 4,
+        "micro_batch": 4,
+        "clean_epochs": 2,
+        "epochs": 8,
+        "learning_rate": 1e-3,
+        "contaminated_learning_rate": 2e-3,
+        "replay": 32,
+        "lora_r": 16,
+        "lora_alpha": 32,
+    },
 }
 
 
