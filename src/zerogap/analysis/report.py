@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
+from zerogap.analysis.allocation import AllocationPlan, read_allocation
 from zerogap.analysis.design import Criterion, read_design
 from zerogap.analysis.findings import PAPER_SA_PPG, AnswerSlot, Finding, answer_slot, findings
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
@@ -71,10 +72,12 @@ class SettingChecks:
     seconds: dict = field(default_factory=dict)  # each job's own time, whenever it ran
     wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
     answer_slot: AnswerSlot | None = None
+    allocation: tuple[str, ...] = ()  # an allocated study's plan and samples, as lines
 
     def lines(self) -> list[str]:
-        """Plain-text lines: baselines' settings, criteria, findings, controls."""
-        out = []
+        """Plain-text lines: the allocation, baselines' settings, criteria, findings,
+        controls."""
+        out = list(self.allocation)
         if self.baselines.get("lne_t_task") is not None:
             out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
                        "(GSM8K's 7 scaled by solution length)")
@@ -152,8 +155,17 @@ def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecar
         runs.append(all_zero(clean))
     references = [load_input(REPEAT, folder / counts["repeat"])] if counts.get("repeat") else []
     leaked = entry.get("leaked")
+    plan = _plan(folder, entry)
     return score(clean, runs, scoring, references=references,
-                 leaked=None if leaked is None else frozenset(leaked))
+                 leaked=None if leaked is None else frozenset(leaked),
+                 floor_samples=None if plan is None else plan.samples)
+
+
+def _plan(folder: Path, entry: dict) -> AllocationPlan | None:
+    """An allocated setting's plan (:mod:`zerogap.analysis.allocation`), None for a uniform
+    one."""
+    allocation = entry.get("allocation")
+    return None if not allocation else read_allocation(folder / allocation["plan"])
 
 
 def setting_checks(folder: Path, entry: dict, card: Scorecard,
@@ -167,14 +179,17 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
                      n_resamples=max(scoring.resamples, 1), seed=scoring.seed,
                      criteria={c.key: c.met for c in design} if design else None)
     controls = entry.get("counts", {}).get("controls") or {}
+    plan = _plan(folder, entry)
     card_controls = None
     if controls:
         card_controls = score(card.clean, [load_input(label, folder / path)
                                            for label, path in controls.items()],
-                              replace(scoring, bins=card.bins))
+                              replace(scoring, bins=card.bins),
+                              floor_samples=None if plan is None else plan.samples)
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
                          entry.get("seconds") or {}, entry.get("wall_seconds"),
-                         None if card_controls is None else answer_slot(card_controls.gaps))
+                         None if card_controls is None else answer_slot(card_controls.gaps),
+                         () if plan is None else tuple(plan.lines(entry["allocation"]["drawn"])))
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:

@@ -34,6 +34,7 @@ EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split-file split.json \\
       --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
   zerogap evaluate study.toml --ablation
+  zerogap evaluate study.toml --budget 5     # each strategy 5 samples per question on average
   zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \\
       --tensor-parallel-size 4 --dtype bfloat16
   zerogap evaluate --models runs/laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/strength
@@ -44,7 +45,8 @@ EXAMPLES = """examples:
 # The study's fields the flags override (a study file's values otherwise).
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
-               "neuron_candidates", "backend")
+               "neuron_candidates", "backend", "budget", "target_half_width", "pilot",
+               "min_samples", "max_samples")
 # The one setting the flags describe instead of a study file.
 SETTING_FLAGS = ("clean", "contaminated", "base", "task", "task_options", "task_split",
                  "split_file", "limit", "name", "chat_template", "system_instruction")

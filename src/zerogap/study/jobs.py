@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zerogap.analysis.allocation import read_allocation
+from zerogap.analysis.score import REPEAT
 from zerogap.errors import UserError
+from zerogap.study.allocation import allocate_setting
 from zerogap.study.checks import design_checks
 from zerogap.study.executor import Executor, Node, Slot
 from zerogap.study.neurons import locate_for_setting
@@ -79,6 +82,10 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
     if job.kind == "neurons":
         locate_for_setting(job.run_dir, study, s, models.engine, dirs["greedy"], tracker)
         return
+    if job.kind == "allocate":
+        tracker.stage(f"{s.spec.name}: allocating the strategies' samples")
+        allocate_setting(job.run_dir, study, s, dirs[REPEAT], job.pilots)
+        return
     if job.kind == "design":
         tracker.stage(f"{s.spec.name}: design checks")
         criteria = design_checks(job.run_dir, s, dirs)
@@ -98,11 +105,13 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
         return
     greedy = job.kind == "greedy"
     spec = (SamplingSpec(m=1, max_new_tokens=study.max_new_tokens) if greedy else
-            SamplingSpec(m=study.m, temperature=study.temperature,
+            SamplingSpec(m=job.m, temperature=study.temperature,
                          max_new_tokens=study.max_new_tokens, seed=job.seed))
+    samples = None if job.allocation is None else read_allocation(job.allocation).samples
     run = prepare(RunRequest(getattr(s.spec, job.role), s.task, s.spec.task_split,
                              tuple(s.questions), strategy, spec, greedy=greedy,
-                             backend=models.backend, engine=models.options), engine)
+                             backend=models.backend, engine=models.options, samples=samples),
+                  engine)
     try:
         with counting_store(job.run_dir, tracker) as store:
             if isinstance(run, GreedyRun):

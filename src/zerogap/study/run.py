@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,7 +143,8 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
             for models in pool:
                 models.close()
         fingerprints = {role: fp for models in pool for role, fp in models.fingerprints().items()}
-        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks),
+        plan = next((job.run_dir for job in jobs if job.kind == "allocate"), None)
+        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks, plan),
                         "seconds": seconds,
                         **({} if wall is None else {"wall_seconds": round(wall, 1)})})
     tracker.stage("writing the report")
@@ -166,24 +167,30 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
 
 
 def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
-           loaded: dict[str, str], out: Path, ranks: Path) -> dict:
+           loaded: dict[str, str], out: Path, ranks: Path, allocation: Path | None) -> dict:
     """The setting's record in study.json; counts exported, paths relative to ``out``;
-    ``loaded`` holds the fingerprints of the models loaded this time, by role."""
+    ``loaded`` holds the fingerprints of the models loaded this time, by role; ``allocation``
+    is an allocated setting's plan file, whose m per question the allocated runs' counts keep
+    (their first m_q samples: a run holding more from a larger budget keeps them unscored)."""
+    from zerogap.analysis.allocation import read_allocation
     from zerogap.store import RunStore
+    from zerogap.study.allocation import samples_drawn
 
     ids = [q.id for q in s.questions]
+    plan = None if allocation is None else read_allocation(allocation)
+    limit = None if plan is None else plan.samples
     base = out / "counts" / slug(s.spec.name)
     files = {}
     for label, run_dir in dirs.items():
         if label in ("greedy", "clean greedy"):
             continue
         target = base / f"{slug(label)}.jsonl"
-        _export_counts(run_dir, target, ids)
+        _export_counts(run_dir, target, ids, limit)
         files[label] = str(target.relative_to(out))
     control_files = {}
     for label, run_dir in controls.items():
         target = base / "controls" / f"{slug(label)}.jsonl"
-        _export_counts(run_dir, target, ids)
+        _export_counts(run_dir, target, ids, limit)
         control_files[label] = str(target.relative_to(out))
     design = out / "design" / f"{slug(s.spec.name)}.json"
     fingerprints = {}
@@ -209,6 +216,9 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
         "figure_runs": {k: str(dirs[k].relative_to(out)) for k in (PLAIN, "greedy")
                         if k in dirs},
         "ranks": str(ranks.relative_to(out)),
+        "allocation": None if plan is None or allocation is None else {
+            "plan": str(allocation.relative_to(out)),
+            "drawn": samples_drawn(plan, out / "runs", dirs, controls)},
     }
 
 
@@ -242,13 +252,17 @@ def _versions() -> dict[str, str]:
     return package_versions()
 
 
-def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
+def _export_counts(run_dir: Path, target: Path, ids: Sequence[str],
+                   limit: Mapping[str, int] | None) -> None:
+    """``ids``' counts of ``run_dir`` into ``target``; a run sampled at a plan's m per question
+    (``m = "per question"``) counted on the first ``limit[q]`` samples of each."""
     from zerogap.io.counts import write_counts
     from zerogap.readout import run_counts
-    from zerogap.store import RunStore
+    from zerogap.store import PER_QUESTION, RunStore
 
     with RunStore(run_dir, create=False) as store:
-        rows = {r["id"]: r for r in run_counts(store)}
+        allocated = store.config().get("m") == PER_QUESTION
+        rows = {r["id"]: r for r in run_counts(store, limit if allocated else None)}
     missing = [q for q in ids if q not in rows]
     if missing:
         raise RuntimeError(f"{run_dir} lacks {len(missing)} questions after sampling")
