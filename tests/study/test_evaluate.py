@@ -327,15 +327,19 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
     setting = prepare(study)[0]
-    # the design checks are recomputed every time (they read the runs, and cost nothing)
-    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind != "design"}
+    # the design checks are recomputed every time (they read the runs, and cost nothing);
+    # Figure 1's ranks are one file per setting, recomputed when their inputs change
+    runs = ("sample", "greedy", "filter")
+    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind in runs}
     assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        again = {j.label: j for j in plan_setting(other, setting, out, dtype)[0]
-                 if j.kind != "design"}
+        planned = plan_setting(other, setting, out, dtype)[0]
+        again = {j.label: j for j in planned if j.kind in runs}
         assert again.keys() == jobs.keys()
         assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
         assert all(job.todo == 10 for job in again.values())
+        # another clean greedy run: the ranks' inputs have changed
+        assert [j.todo for j in planned if j.kind == "ranks"] == [1]
 
 
 def test_backend_is_a_study_key(tmp_path):

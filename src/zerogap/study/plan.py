@@ -18,6 +18,7 @@ from zerogap.analysis.report import slug
 from zerogap.analysis.score import REPEAT
 from zerogap.engine.base import DEFAULT_BACKEND
 from zerogap.strategies import PLAIN, strategy_class
+from zerogap.study.checks import ranks_current
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
@@ -33,7 +34,7 @@ def _digest(fields_: dict) -> str:
 @dataclass
 class Job:
     """One resumable unit of a study: a sampling run, greedy decodes, a filter over another
-    run's samples (TED), neuron location, or the design checks.
+    run's samples (TED), neuron location, the design checks, or Figure 1's ranks.
 
     ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
     ``source`` is the run a filter reads its samples from; ``built`` is the strategy named by
@@ -42,7 +43,7 @@ class Job:
     only after the jobs that write them (:func:`zerogap.study.workers.run_side_by_side`).
     """
 
-    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design"
+    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design" | "ranks"
     label: str
     role: str  # whose model: "clean" | "contaminated"
     run_dir: Path
@@ -156,6 +157,8 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             jobs.append(Job("design", "design checks", "contaminated",
                              out / "design" / f"{slug(spec.name)}.json"))
     dirs.update({label: made[label] for label in labels if label in made})  # table order
+    jobs.append(Job("ranks", "Figure 1 ranks", "contaminated",
+                    out / "ranks" / f"{slug(spec.name)}.json"))
     controls: dict[str, Path] = {}
     for label in study.control_labels():
         job = strategy_job(label, "clean", dirs[REPEAT])
@@ -168,6 +171,8 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"])
         elif job.kind == "neurons":
             job.reads = (greedy["contaminated"],)
+        elif job.kind == "ranks":
+            job.reads = (greedy["clean"],)
         else:  # every sampling job opens its model's greedy store, even if it reads nothing
             located = strategy_class(job.strategy).needs_neurons
             job.reads = tuple(p for p in (job.greedy_dir, job.source,
@@ -176,6 +181,8 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             job.todo = 0 if job.run_dir.is_file() else 1
         elif job.kind == "design":
             job.todo = 1  # cheap, and it reads runs that may have grown: always recomputed
+        elif job.kind == "ranks":
+            job.todo = 0 if ranks_current(job.run_dir, s, greedy["clean"]) else 1
         elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once
             job.todo = 0
         else:

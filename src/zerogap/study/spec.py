@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
-from zerogap.config import JsonConfig, bounds_text, same_field, shared_field
+from zerogap.config import FieldError, JsonConfig, bounds_text, same_field, shared_field
 from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.study.executor import ExecutorName
 from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
@@ -159,7 +160,8 @@ class StudySpec(JsonConfig):
     blocks of highest comparative score (0: every block).
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
-    ``sweep`` adds a setting per contamination variant after ``settings``.
+    ``sweep`` adds a setting per contamination variant after ``settings``. ``executor`` and
+    ``address`` say what runs the jobs (:mod:`zerogap.study.executor`), not what they sample.
     """
 
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
@@ -199,6 +201,14 @@ class StudySpec(JsonConfig):
     backend: str = field(default=DEFAULT_BACKEND, metadata={
         "help": "sampling engine: zerogap's transformers engine (hf) or vLLM (vllm); the runs "
                 "of each are kept apart", "choices": backend_names})
+    executor: ExecutorName = field(default="local", metadata={
+        "help": "what runs the jobs: worker threads of this process (local) or tasks on a Ray "
+                "cluster (ray; pip install 'zerogap[ray]'), whose every node reaches the study "
+                "folder and the models"})
+    address: str | None = field(default=None, metadata={
+        "help": "the Ray cluster to run on (with executor ray): auto (the one this machine "
+                "belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this machine "
+                "for the study)", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -222,6 +232,10 @@ class StudySpec(JsonConfig):
         if self.backend not in backend_names():
             raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
+        if self.address is not None and self.executor != "ray":
+            raise FieldError(type(self).__name__, "address",
+                             f"names a Ray cluster: it needs executor ray, got "
+                             f"{self.executor!r}")
 
     def labels(self) -> list[str]:
         """Strategy labels in table order, the ablation grid added (duplicates dropped)."""
