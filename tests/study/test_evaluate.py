@@ -238,6 +238,8 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, reduced_study
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
       "--backend", "vllm", "--strategies", "identity", "--workers", "2"],
      "--workers 2: the vllm backend holds one engine at a time"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--address", "auto"], "--address names a Ray cluster: give --executor ray too"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
                                                         capsys):
@@ -351,6 +353,27 @@ def test_backend_is_a_study_key(tmp_path):
     assert load_study(study, backend="hf")[0].backend == "hf"  # --backend overrides the file
     study.write_text(study.read_text().replace('"vllm"', '"tgi"'))
     with pytest.raises(ValueError, match=r"study.toml: backend must be one of hf, vllm"):
+        load_study(study)
+
+
+def test_the_executor_and_its_address_are_study_keys(tmp_path):
+    """What runs the jobs is written into the study folder's study.toml with the rest, so the
+    rerun command runs them the same way; ``--executor local`` overrides the file (its address
+    is then not read)."""
+    from zerogap.study.spec import study_toml
+
+    study = tmp_path / "study.toml"
+    study.write_text('executor = "ray"\naddress = "auto"\nstrategies = ["identity"]\n'
+                     '[[setting]]\nclean = "embedded"\ncontaminated = "embedded"\n'
+                     'task = "arith"\n')
+    spec, _ = load_study(study)
+    assert (spec.executor, spec.address) == ("ray", "auto")
+    (tmp_path / "again.toml").write_text(study_toml(spec))
+    assert load_study(tmp_path / "again.toml")[0] == spec
+    assert load_study(study, executor="local")[0].executor == "local"
+    study.write_text(study.read_text().replace('"ray"', '"dask"'))
+    with pytest.raises(ValueError, match=r"study.toml: StudySpec.executor must be one of "
+                                         r"'local', 'ray', got 'dask'"):
         load_study(study)
 
 

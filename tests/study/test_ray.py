@@ -215,12 +215,12 @@ def test_a_node_that_cannot_read_a_folder_is_refused_before_anything_runs(cluste
 
     executor = RayCluster.connect(None, None)  # the module's cluster, joined
     assert executor.width == 2
-    out = tmp_path / "study"
+    out = tmp_path / "new" / "study"
     with pytest.raises(UserError, match=r"node 127\.0\.0\.1 cannot read .*nowhere; the study "
                                         r"folder and the model folders must be on storage"):
         executor.check_storage(out, [tmp_path / "nowhere"])
-    assert not out.exists()
+    assert not out.parent.exists()
     executor.check_storage(out, [tmp_path])  # every node reads both
-    assert not out.exists()
+    assert not out.parent.exists()
     executor.close()
     assert cluster.is_initialized()  # a cluster the executor joined stays up

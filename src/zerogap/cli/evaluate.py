@@ -292,6 +292,9 @@ def _evaluate(args) -> int:
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
+    if given(args, StudySpec, ("address",)) and study.executor != "ray":
+        raise UserError(f"{_flag(args, 'address')} names a Ray cluster: give --executor ray "
+                        f"too (the study runs on {study.executor} threads)")
     prepared = _check_study(study, out)
     with open_executor(study.executor, address=study.address, workers=args.workers,
                        backend=study.backend, device=args.device, folder=out,

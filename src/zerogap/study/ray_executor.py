@@ -138,12 +138,13 @@ class RayCluster:
     def check_storage(self, folder: Path, reads: Sequence[Path] = ()) -> None:
         """Refuse, in one line, a cluster with a live node that cannot read the study
         ``folder`` (a probe task on every node reads a nonce the driver writes there) or one
-        of ``reads`` (model folders). ``folder`` is left as it was found."""
+        of ``reads`` (model folders), or that cannot import this zerogap (the probe is its
+        function). ``folder`` is left as it was found."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes = [node for node in ray.nodes() if node["Alive"]]
-        created = not folder.exists()
+        created = [path for path in (folder, *folder.parents) if not path.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         nonce = secrets.token_hex(8)
         probe = folder / f".zerogap-probe-{nonce}"
@@ -158,10 +159,15 @@ class RayCluster:
             except ray.exceptions.GetTimeoutError:
                 raise UserError(f"--executor ray: not every node of the cluster ran the storage "
                                 f"probe within {PROBE_SECONDS:g} s") from None
+            except ray.exceptions.RayTaskError as err:  # zerogap missing or another version
+                cause = str(err.cause).strip().splitlines() or [type(err.cause).__name__]
+                raise UserError(f"--executor ray: a node of the cluster cannot run zerogap's "
+                                f"tasks ({cause[-1]}); install this zerogap on every node")\
+                    from None
         finally:
             probe.unlink()
-            if created:
-                folder.rmdir()
+            for path in created:  # the deepest first
+                path.rmdir()
         for node, missing in zip(nodes, unread, strict=True):
             if missing is not None:
                 raise UserError(

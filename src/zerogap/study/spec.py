@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
-from zerogap.config import FieldError, JsonConfig, bounds_text, same_field, shared_field
+from zerogap.config import JsonConfig, bounds_text, same_field, shared_field
 from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
@@ -206,9 +206,9 @@ class StudySpec(JsonConfig):
                 "cluster (ray; pip install 'zerogap[ray]'), whose every node reaches the study "
                 "folder and the models"})
     address: str | None = field(default=None, metadata={
-        "help": "the Ray cluster to run on (with executor ray): auto (the one this machine "
-                "belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this machine "
-                "for the study)", "metavar": "ADDRESS"})
+        "help": "the Ray cluster to run on (read with executor ray only): auto (the one this "
+                "machine belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this "
+                "machine for the study)", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -232,10 +232,6 @@ class StudySpec(JsonConfig):
         if self.backend not in backend_names():
             raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
-        if self.address is not None and self.executor != "ray":
-            raise FieldError(type(self).__name__, "address",
-                             f"names a Ray cluster: it needs executor ray, got "
-                             f"{self.executor!r}")
 
     def labels(self) -> list[str]:
         """Strategy labels in table order, the ablation grid added (duplicates dropped)."""
