@@ -219,6 +219,8 @@ def read_study_folder(folder: str | os.PathLike) -> StudyFolder:
     study_scoring(study, path)
     check.strings(study, "commands", "", optional=True)
     check.get(study, "dtype", "", str, optional=True)
+    check.get(study, "executor", "", str, optional=True)
+    check.get(study, "workers", "", int, optional=True)
     versions = check.get(study, "versions", "", dict, optional=True) or {}
     for key, value in versions.items():
         if not isinstance(value, str):

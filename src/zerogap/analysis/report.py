@@ -279,6 +279,15 @@ def _write_text(path: Path, text: str) -> None:
     write_text(path, text)
 
 
+def _ran_by(study: dict) -> str | None:
+    """What ran the study's jobs, as its record says (a study recorded before executors were
+    named ran them on local threads), or None where it says nothing."""
+    if study.get("workers") is None:
+        return None
+    return f"jobs run by the {study.get('executor') or 'local'} executor, " \
+        f"{study['workers']} at a time"
+
+
 def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, headlines) -> str:
     lines = [f"# Restoration study: {study.get('title') or folder.name}", ""]
     for e in entries:
@@ -288,6 +297,8 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
                      f"({e['contaminated']['fingerprint']})")
     if study.get("dtype"):
         lines.append(f"- sampled with the weights in {study['dtype']}")
+    if _ran_by(study):
+        lines.append(f"- {_ran_by(study)}")
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]
@@ -353,7 +364,7 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
         commands=study.get("commands") or [], versions=study.get("versions") or {},
-        dtype=study.get("dtype"),
+        dtype=study.get("dtype"), ran_by=_ran_by(study),
         checks=checks,
         headlines=[{"title": t, "caption": cap,
                     "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}

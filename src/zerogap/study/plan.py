@@ -22,6 +22,7 @@ from zerogap.engine.base import DEFAULT_BACKEND
 from zerogap.store import PER_QUESTION
 from zerogap.strategies import PLAIN, strategy_class
 from zerogap.study.allocation import PILOT_SEED, plan_inputs, recorded_plan, shortfall
+from zerogap.study.checks import ranks_current
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
@@ -37,7 +38,8 @@ def _digest(fields_: dict) -> str:
 @dataclass
 class Job:
     """One resumable unit of a study: a sampling run, greedy decodes, a filter over another
-    run's samples (TED), neuron location, the design checks, or an allocated study's plan.
+    run's samples (TED), neuron location, the design checks, Figure 1's ranks, or an allocated
+    study's plan.
 
     ``greedy_dir`` holds the greedy decodes of ``role``'s model that the strategy reads;
     ``source`` is the run a filter reads its samples from; ``built`` is the strategy named by
@@ -49,7 +51,7 @@ class Job:
     only after the jobs that write them (:func:`zerogap.study.workers.run_side_by_side`).
     """
 
-    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design" | "allocate"
+    kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design" | "ranks" | "allocate"
     label: str
     role: str  # whose model: "clean" | "contaminated"
     run_dir: Path
@@ -191,6 +193,8 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             jobs.append(Job("design", "design checks", "contaminated",
                              out / "design" / f"{slug(spec.name)}.json"))
     dirs.update({label: made[label] for label in labels if label in made})  # table order
+    jobs.append(Job("ranks", "Figure 1 ranks", "contaminated",
+                    out / "ranks" / f"{slug(spec.name)}.json"))
     controls: dict[str, Path] = {}
     for label in study.control_labels():
         job = strategy_job(label, "clean", dirs[REPEAT], allocation=allocation)
@@ -218,6 +222,8 @@ def _schedule(jobs: list[Job], dirs: dict[str, Path], ids: set[str], neurons: Pa
             job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"])
         elif job.kind == "neurons":
             job.reads = (dirs["greedy"],)
+        elif job.kind == "ranks":
+            job.reads = (dirs["clean greedy"],)
         elif job.kind == "allocate":
             job.reads = (dirs[REPEAT], *job.pilots.values())
         else:  # every sampling job opens its model's greedy store, even if it reads nothing
@@ -228,6 +234,8 @@ def _schedule(jobs: list[Job], dirs: dict[str, Path], ids: set[str], neurons: Pa
             job.todo = 0 if job.run_dir.is_file() else 1
         elif job.kind == "design":
             job.todo = 1  # cheap, and it reads runs that may have grown: always recomputed
+        elif job.kind == "ranks":
+            job.todo = 0 if ranks_current(job.run_dir, s, dirs["clean greedy"]) else 1
         elif job.kind == "allocate":
             job.todo = int(plan is None)
         elif job.run_dir in seen:  # the same run twice (clean = contaminated): sampled once

@@ -23,6 +23,7 @@ from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.study.executor import ExecutorName
 from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
@@ -163,7 +164,8 @@ class StudySpec(JsonConfig):
     ``budget`` or ``target_half_width`` allocates the strategies' samples by design
     (:func:`zerogap.uncertainty.allocate_samples`, from the clean model's second batch and an
     optional ``pilot``), each question its own m within ``min_samples .. max_samples``; the
-    clean model's two batches keep ``m``.
+    clean model's two batches keep ``m``. ``executor`` and ``address`` say what runs the jobs
+    (:mod:`zerogap.study.executor`), not what they sample.
     """
 
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
@@ -223,6 +225,14 @@ class StudySpec(JsonConfig):
     backend: str = field(default=DEFAULT_BACKEND, metadata={
         "help": "sampling engine: zerogap's transformers engine (hf) or vLLM (vllm); the runs "
                 "of each are kept apart", "choices": backend_names})
+    executor: ExecutorName = field(default="local", metadata={
+        "help": "what runs the jobs: worker threads of this process (local) or tasks on a Ray "
+                "cluster (ray; pip install -e '.[ray]'), whose every node reaches the study "
+                "folder and the models"})
+    address: str | None = field(default=None, metadata={
+        "help": "the Ray cluster to run on (read with executor ray only): auto (the one this "
+                "machine belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this "
+                "machine for the study)", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         super().__post_init__()
