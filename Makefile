@@ -27,8 +27,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	# lmeval: the harness integration's tests run against the release it was written for.
-	$(PY) -m pip install -q -e '.[dev,lmeval]' lm-eval==0.4.13
+	# lmeval: the harness integration's tests run against the release it was written for; ray:
+	# the Ray executor's tests start a cluster on 127.0.0.1.
+	$(PY) -m pip install -q -e '.[dev,lmeval,ray]' lm-eval==0.4.13
 	touch $(DEV_STAMP)
 
 $(VLLM_STAMP): pyproject.toml

@@ -30,8 +30,18 @@ of each estimate against its expectation at the allocated m, that expectation's 
 uniform study's, the intervals' coverage and the paired tests' false-positive rates, for the
 pilot scored apart and for the pooled two-stage design that scores it.
 
+With ``--wall`` it times instead what an allocated study saves on the demo's own model, the
+embedded SmolLM2-135M, as ``zerogap evaluate`` runs it: a small uniform study (``--questions``
+arith questions, Identity and RailCap, m = ``-m``) and an allocated one whose budget is
+``--share`` of m (default 0.71: the share the simulation above finds for uniform's stated
+half-width on the demo's profile), each from an empty folder, alternately (``--repeat``), with
+the load average before and after each. It prints each study's wall time (the whole command,
+and its jobs alone), the samples it drew, and the RailCap - Identity SA-PPG difference with the
+half-width it states, so the precision each reached is read beside its cost.
+
     python bench/bench_allocation.py [--profile paper demo] [--reps 40] [--truth-reps 400]
     python bench/bench_allocation.py --check [--profile demo paper] [--reps 200]
+    python bench/bench_allocation.py --wall [--questions 24] [-m 8] [--share 0.71] [--repeat 1]
 """
 
 import argparse
@@ -203,6 +213,66 @@ def check(profile: Profile, reps: int, seed: int) -> None:
             print(f"    false positives, {key:<20} {rate.rate:.3f} [{low:.3f}, {high:.3f}]")
 
 
+def study_wall(kind: str, questions: int, m: int, budget: float | None, args) -> dict:
+    """One study of the embedded model on arith into an empty folder: its wall times, samples
+    drawn and the RailCap - Identity SA-PPG difference with its stated half-width."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from zerogap.engine.base import EngineOptions
+    from zerogap.store import RunStore
+    from zerogap.study.run import evaluate
+    from zerogap.study.spec import SettingSpec, StudySpec
+
+    setting = SettingSpec(name="embedded-arith", clean="embedded", contaminated="embedded",
+                          task="arith", limit=questions)
+    study = StudySpec(settings=(setting,), strategies=tuple(NAMES[::-1]), m=m,
+                      max_new_tokens=args.max_new_tokens, budget=budget, title=kind)
+    out = Path(tempfile.mkdtemp(prefix=f"bench-allocation-{kind}-"))
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    report = evaluate(study, out, engine=EngineOptions(max_batch=args.batch_size,
+                                                       dtype=args.dtype),
+                      workers=args.workers)
+    wall = time.perf_counter() - start
+    entry = json.loads((out / "study.json").read_text())["settings"][0]
+    drawn = {}
+    for label, run in entry["runs"].items():
+        if "greedy" not in label:
+            with RunStore(out / run, create=False) as store:
+                drawn[label] = sum(store.sample_counts().values())
+    ci = difference_interval(report.scores[setting.name].gaps, *NAMES)
+    return {"wall": wall, "jobs": entry["wall_seconds"], "drawn": drawn,
+            "difference": ci.estimate, "half": (ci.high - ci.low) / 2,
+            "load": (load, os.getloadavg()[0]), "folder": out}
+
+
+def wall(args) -> None:
+    budget = round(args.share * args.m, 2)
+    print(f"embedded SmolLM2-135M on arith: {args.questions} questions, Identity and RailCap; "
+          f"uniform m = {args.m} against a budget of {budget} ({args.share} of m); "
+          f"max_new_tokens {args.max_new_tokens}, batch size {args.batch_size}, "
+          f"{args.workers} worker(s), dtype {args.dtype}")
+    for repeat in range(args.repeat):
+        order = ("uniform", "allocated") if repeat % 2 == 0 else ("allocated", "uniform")
+        found = {kind: study_wall(kind, args.questions, args.m,
+                                  None if kind == "uniform" else budget, args)
+                 for kind in order}
+        for kind in order:
+            r = found[kind]
+            strategies = r["drawn"]["identity"] + r["drawn"]["railcap"]
+            print(f"  [{repeat}] {kind}: {r['wall']:.0f} s (jobs {r['jobs']:.0f} s); samples "
+                  f"drawn {sum(r['drawn'].values())}, of them the strategies' {strategies}; "
+                  f"RailCap - Identity SA-PPG {r['difference']:+.4f} ± {r['half']:.4f}; "
+                  f"load average {r['load'][0]:.1f} -> {r['load'][1]:.1f}")
+        u, a = found["uniform"], found["allocated"]
+        print(f"  [{repeat}] allocated / uniform: wall {a['wall'] / u['wall']:.2f}, jobs "
+              f"{a['jobs'] / u['jobs']:.2f}, samples drawn "
+              f"{sum(a['drawn'].values()) / sum(u['drawn'].values()):.2f}, stated half-width "
+              f"{a['half'] / u['half']:.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", nargs="+", choices=("paper", "demo"),
@@ -215,7 +285,22 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true",
                         help="print the calibration of allocated studies instead")
+    parser.add_argument("--wall", action="store_true",
+                        help="time a uniform and an allocated study of the embedded model "
+                             "instead")
+    parser.add_argument("--questions", type=int, default=24, help="--wall: arith questions")
+    parser.add_argument("-m", type=int, default=8, help="--wall: uniform m")
+    parser.add_argument("--share", type=float, default=0.71,
+                        help="--wall: the allocated study's budget as a share of m")
+    parser.add_argument("--repeat", type=int, default=1, help="--wall: pairs of studies")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"))
     args = parser.parse_args()
+    if args.wall:
+        wall(args)
+        return
     for name in args.profile:
         profile = {"paper": PAPER, "demo": DEMO}[name]
         if args.check:

@@ -59,6 +59,34 @@ def test_samples_counts_and_exports(tmp_path):
     assert table.column("correct").to_pylist() == [True, False, True, False, False, False]
 
 
+def test_a_per_question_run_holds_samples_0_to_m_q_and_counts_a_prefix(tmp_path):
+    """An allocated run (m = "per question") holds each question's own m, grows a question
+    by its next indices, counts only the first m_q where asked, and refuses a gap."""
+    from zerogap.store import PER_QUESTION
+
+    with RunStore(tmp_path / "run") as store:
+        store.check_config({"m": PER_QUESTION})
+        store.add_samples(_rows("q-a", [1, 0]))
+        store.add_samples(_rows("q-b", [0, 1, 1, 1]))
+        store.add_samples([SampleRow("q-a", i, "more", 1, "eos", None, True, {})
+                           for i in (2, 3, 4)])
+        assert store.sample_counts() == {"q-a": 5, "q-b": 4}
+        assert [r.sample for r in store.question_samples("q-a")] == [0, 1, 2, 3, 4]
+        assert run_counts(store, {"q-a": 2, "q-b": 3}) == [
+            {"id": "q-a", "correct": 1, "samples": 2, "first": 1, "truncated": 0},
+            {"id": "q-b", "correct": 2, "samples": 3, "first": 0, "truncated": 0},
+        ]
+        assert [c["samples"] for c in run_counts(store)] == [5, 4]
+    with RunStore(tmp_path / "run", create=False) as store:  # whole: it opens
+        assert store.sample_counts()["q-a"] == 5
+    con = sqlite3.connect(tmp_path / "run" / DB_NAME)
+    con.execute("DELETE FROM samples WHERE question_id = 'q-b' AND sample = 1")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match=r"'q-b' has 3 samples with indices 0..3, not 0..2"):
+        RunStore(tmp_path / "run", create=False)
+
+
 def test_truncation_counts_the_responses_cut_at_the_token_limit(tmp_path):
     with RunStore(tmp_path) as store:
         assert store.truncation() == (0, 0) and store.truncation("greedy") == (0, 0)

@@ -351,3 +351,83 @@ def test_ted_filters_an_identity_run_into_the_run_ted_would_sample(memorised, tm
                    strategy=get_strategy("railcap"))
     with pytest.raises(UserError, match="not plain"):
         run_filter(own, RunStore(tmp_path / "y"), greedy_store, tok, strategy=ted)
+
+
+def test_a_run_with_its_own_m_per_question_draws_a_uniform_runs_first_samples(memorised,
+                                                                              tmp_path):
+    """An allocated run (RunRequest.samples) holds each question's first m_q samples of a
+    uniform run of the same seed, a larger m_q adds only the indices it lacks, and TED,
+    filtering it, reads the kept samples a filter of the uniform run reads there."""
+    from zerogap.engine import base
+    from zerogap.engine.hf import HFBackend
+    from zerogap.errors import UserError
+    from zerogap.runs import LoadedEngine, RunRequest, prepare, run_filter, run_greedy
+    from zerogap.store import PER_QUESTION
+
+    model, tok, _ = memorised
+    loaded = LoadedModel(model, tok, "memorised", weight_fingerprint(model))
+    task, ted = MemoTask(), get_strategy("ted")
+    greedy_store = RunStore(tmp_path / "greedy")
+    run_greedy(loaded, task, task.questions(), greedy_store, split="test", max_new_tokens=24)
+    whole = RunStore(tmp_path / "whole")
+    run("identity", loaded, whole, greedy_store, m=6)
+    engine = LoadedEngine(loaded, HFBackend(model, tok, max_batch=16))
+
+    def allocated(store, samples):
+        request = RunRequest("memorised", task, "test", tuple(task.questions()),
+                             get_strategy("identity"),
+                             SamplingSpec(m=4, temperature=0.7, max_new_tokens=24, seed=0),
+                             samples=samples)
+        return prepare(request, engine).into(store, greedy_store=greedy_store)
+
+    def first(store, plan):
+        return [r for r in store.samples() if r.sample < plan[r.question_id]]
+
+    small, large = {"q0": 2, "q1": 5, "q2": 1, "q3": 3}, {"q0": 2, "q1": 6, "q2": 4, "q3": 3}
+    mine, filtered, reference = (RunStore(tmp_path / n) for n in ("mine", "ted", "reference"))
+    assert allocated(mine, small) == 4
+    assert mine.config()["m"] == PER_QUESTION and mine.sample_counts() == small
+    assert list(mine.samples()) == first(whole, small)
+    run_filter(mine, filtered, greedy_store, tok, strategy=ted)
+    assert allocated(mine, large) == 2  # q1 and q2 grow; q0 and q3 hold enough
+    assert allocated(mine, small) == 0  # a smaller plan draws nothing and keeps every sample
+    assert list(mine.samples()) == first(whole, large)
+    assert run_filter(mine, filtered, greedy_store, tok, strategy=ted) == 2
+    run_filter(whole, reference, greedy_store, tok, strategy=ted)
+    assert list(filtered.samples()) == first(reference, large)
+    # TED's readout of the first m_q samples is the uniform filter's there
+    assert run_counts(filtered, small) == run_counts(_prefix_store(reference, small, tmp_path))
+
+    class Lookahead(type(ted)):
+        """A statistic that reads later samples: the first m_q would read otherwise."""
+
+        def sample_stats(self, greedy_text, texts, tokenizer):
+            return [{"ted_kept": len(texts) > 3} for _ in texts]
+
+    again, looked = RunStore(tmp_path / "again"), RunStore(tmp_path / "looked")
+    allocated(again, small)
+    run_filter(again, looked, greedy_store, tok, strategy=Lookahead("ted", ted.config))
+    allocated(again, large)
+    with pytest.raises(RuntimeError, match="changed when later samples were added"):
+        run_filter(again, looked, greedy_store, tok, strategy=Lookahead("ted", ted.config))
+
+    class NoRanges:
+        capabilities = base.Capabilities(logits=True, patching=True, entropies=True)
+
+    with base._BACKENDS.registered("no-ranges", NoRanges), \
+            pytest.raises(UserError, match="no-ranges backend cannot draw a different m"):
+        RunRequest("memorised", task, "test", tuple(task.questions()), get_strategy("identity"),
+                   SamplingSpec(m=4), backend="no-ranges", samples=small)
+    with pytest.raises(UserError, match="question q3: samples per question must be"):
+        RunRequest("memorised", task, "test", tuple(task.questions()), get_strategy("identity"),
+                   SamplingSpec(m=4), samples={**small, "q3": 0})
+
+
+def _prefix_store(source: RunStore, plan: dict, tmp_path) -> RunStore:
+    """A copy of ``source`` (config and samples) holding each question's first ``plan[q]``."""
+    from zerogap.store import PER_QUESTION
+
+    copy = RunStore(tmp_path / f"prefix-{source.run_dir.name}")
+    copy.check_config({**source.config(), "m": PER_QUESTION})
+    copy.add_samples(r for r in source.samples() if r.sample < plan[r.question_id])
+    return copy

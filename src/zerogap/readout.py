@@ -76,9 +76,11 @@ def readout_of(config: Mapping[str, Any]) -> str:
     return LEGACY_READOUTS.get(str(config.get("strategy", "identity")), "plain")
 
 
-def run_counts(store: RunStore) -> list[dict[str, Any]]:
+def run_counts(store: RunStore, limit: Mapping[str, int] | None = None
+               ) -> list[dict[str, Any]]:
     """Per-question ``{"id", "correct", "samples", "first", "truncated"}`` of a run, under its
-    readout.
+    readout; with ``limit`` (question id -> m_q), of each listed question's first m_q samples
+    only (an allocated study scores the m_q it planned, whatever a run holds beyond them).
 
     ``correct / samples`` is the question's readout; ``first`` grades one response, the
     one-draw readout G-AP uses: sample 0, or under a ``NAME-kept`` kind the first sample kept (0
@@ -90,7 +92,8 @@ def run_counts(store: RunStore) -> list[dict[str, Any]]:
     kind = readout_of(store.config())
     grouped: dict[str, list] = {}
     for row in store.samples():
-        grouped.setdefault(row.question_id, []).append(row)
+        if limit is None or row.sample < limit.get(row.question_id, row.sample + 1):
+            grouped.setdefault(row.question_id, []).append(row)
     out = []
     for qid, rows in grouped.items():
         correct, samples = question_counts(kind, [r.correct for r in rows],

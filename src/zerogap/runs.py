@@ -18,7 +18,10 @@ skips the questions already stored, and writes each question's graded results in
 transaction as soon as it is complete. Killing a run loses at most the questions in flight;
 running the same call again finishes it, and because each sample's noise depends only on (seed,
 question id, sample index, step), the resumed run stores the samples an uninterrupted run would
-have stored.
+have stored. A run may give each question its own m (``RunRequest.samples``: an allocated
+study's, :mod:`zerogap.uncertainty.allocation`): question q then holds sample indices
+``0 .. m_q - 1``, the very samples a uniform run of the same seed draws there, and a larger m_q
+later adds only the indices it lacks.
 
 Strategies (:mod:`zerogap.strategies`) declare what they need prepared; a
 :class:`LoadedEngine` gives it to them (:meth:`LoadedEngine.intervention`: greedy decodes,
@@ -31,7 +34,7 @@ what :func:`zerogap.readout.run_counts` applies. The lm-evaluation-harness model
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,7 +55,7 @@ from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.progress import ProgressCallback
 from zerogap.provenance import package_versions
-from zerogap.store import GreedyRow, RunStore, SampleRow
+from zerogap.store import PER_QUESTION, GreedyRow, RunStore, SampleRow
 from zerogap.strategies import PLAIN, PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 from zerogap.tasks.extract import ANSWER_MARKERS
@@ -182,7 +185,10 @@ class RunRequest:
     greedy decodes, which ``greedy`` asks for; a spec without stop strings takes the task's);
     ``engine`` says how ``model`` loads when :func:`prepare` loads it. ``chat`` is a chat
     template (Jinja text or ``"tokenizer"``) and system instruction, applied with the loaded
-    model's tokenizer (:func:`zerogap.tasks.chat.chat_prompts`), or None.
+    model's tokenizer (:func:`zerogap.tasks.chat.chat_prompts`), or None. ``samples`` gives
+    each question its own m (question id -> m_q, every question one; ``spec.m`` is then
+    unused): the run is recorded with ``m = "per question"``, needs a backend that draws ranges
+    of sample indices, and a question stored with fewer samples gets the ones it lacks.
     """
 
     model: str
@@ -195,11 +201,14 @@ class RunRequest:
     backend: str = DEFAULT_BACKEND
     engine: EngineOptions = field(default_factory=EngineOptions)
     chat: tuple[str | None, str | None] | None = None
+    samples: Mapping[str, int] | None = None
     first_prompt: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.questions:
             raise UserError(f"task {self.task.name} has no questions in split {self.split!r}")
+        if self.samples is not None:
+            self._check_samples(self.samples)
         if self.greedy and (self.strategy.needs_greedy or not self.strategy.samples_model):
             raise UserError(f"strategy {self.strategy.name!r} does not apply to greedy decodes")
         if self.greedy and self.spec.m != 1:
@@ -210,6 +219,20 @@ class RunRequest:
         self.strategy.check_inputs()
         # Task options that fail only when a prompt is built fail here; prepare measures it.
         object.__setattr__(self, "first_prompt", self.task.prompt(self.questions[0]))
+
+    def _check_samples(self, samples: Mapping[str, int]) -> None:
+        """Refuse a per-question m this run cannot draw, in one line."""
+        if self.greedy:
+            raise UserError("greedy decodes draw one response per question, not m per question")
+        if not backend_capabilities(self.backend).sample_ranges:
+            raise UserError(f"the {self.backend} backend cannot draw a different m per "
+                            "question (an allocated study); use the hf or vllm backend")
+        limit = SamplingSpec.__dataclass_fields__["m"].metadata["max"]
+        for q in self.questions:
+            m = samples.get(q.id)
+            if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= limit:
+                raise UserError(f"question {q.id}: samples per question must be an integer "
+                                f"from 1 to {limit}, got {m!r}")
 
 
 def prepare(request: RunRequest, engine: LoadedEngine | None = None) -> SampleRun | GreedyRun:
@@ -233,8 +256,11 @@ def prepare(request: RunRequest, engine: LoadedEngine | None = None) -> SampleRu
     first = request.questions[0]
     prompt = request.first_prompt if task is request.task else task.prompt(first)
     engine.check_fits([prompt], [first.id], request.spec.max_new_tokens)
-    run = GreedyRun if request.greedy else SampleRun
-    return run(engine, task, request.questions, request.spec, request.split, request.strategy)
+    if request.greedy:
+        return GreedyRun(engine, task, request.questions, request.spec, request.split,
+                         request.strategy)
+    return SampleRun(engine, task, request.questions, request.spec, request.split,
+                     request.strategy, request.samples)
 
 
 def _base_fields(engine: LoadedEngine, task: Task, split: str) -> dict[str, Any]:
@@ -264,9 +290,28 @@ def _staged(progress: ProgressCallback | None, stage: str) -> ProgressCallback |
     return lambda event: progress(replace(event, stage=stage))
 
 
+def _added_stats(strategy: Strategy, greedy_text: str | None, stored: Sequence[SampleRow],
+                 texts: Sequence[str], tokenizer) -> list[dict]:
+    """``strategy``'s statistics of samples ``texts`` added after a question's ``stored`` ones.
+
+    :meth:`~zerogap.strategies.Strategy.sample_stats` sees all of the question's samples, in
+    index order. A sample's statistics may depend on the samples before it (TED drops a
+    duplicate of an earlier kept one) but never on later ones, so the stored samples' must come
+    out unchanged; otherwise the first m_q samples would read otherwise than a run of m_q.
+    """
+    every = strategy.sample_stats(greedy_text, [*(r.text for r in stored), *texts], tokenizer)
+    for row, more in zip(stored, every, strict=False):
+        if any(row.stats.get(key) != value for key, value in more.items()):
+            raise RuntimeError(f"strategy {strategy.name}: the statistics of sample "
+                               f"{row.sample} of {row.question_id} changed when later samples "
+                               "were added; sample_stats must read only earlier samples")
+    return every[len(stored):]
+
+
 @dataclass(frozen=True)
 class SampleRun:
-    """A sampling run checked whole (:func:`prepare`) and not yet recorded anywhere."""
+    """A sampling run checked whole (:func:`prepare`) and not yet recorded anywhere;
+    ``samples`` is each question's m where the run gives each its own (None: ``spec.m``)."""
 
     engine: LoadedEngine
     task: Task
@@ -274,29 +319,35 @@ class SampleRun:
     spec: SamplingSpec  # with its stop strings (the task's where none were given)
     split: str
     strategy: Strategy
+    samples: Mapping[str, int] | None = None
 
     def into(self, store: RunStore, *, greedy_store: RunStore | None = None,
              progress: ProgressCallback | None = None) -> int:
         """Record the run's configuration in ``store`` (refusing a store of another run) and
-        sample every question it lacks. Greedy decodes the strategy needs are read from (and,
-        when missing, decoded into) ``greedy_store``, by default ``store`` itself. A strategy
-        that samples nothing (All-Zero) stores ``m`` empty, incorrect responses per question
-        with ``finish="synthetic"``. Returns questions sampled (0 when the run was complete).
+        sample every question it lacks, or the samples a question lacks of its own m (samples
+        beyond it are kept). Greedy decodes the strategy needs are read from (and, when
+        missing, decoded into) ``greedy_store``, by default ``store`` itself. A strategy that
+        samples nothing (All-Zero) stores ``m`` empty, incorrect responses per question with
+        ``finish="synthetic"``. Returns questions sampled (0 when the run was complete).
         """
         task, spec, chosen, backend = self.task, self.spec, self.strategy, self.engine.backend
         store.check_config({
             **_base_fields(self.engine, task, self.split), **spec.to_dict(),
+            **({} if self.samples is None else {"m": PER_QUESTION}),
             "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
             "readout": chosen.readout,
         })
-        done = store.completed_questions()
-        todo = [q for q in self.questions if q.id not in done]
+        stored = store.sample_counts()
+        wanted = {q.id: spec.m if self.samples is None else self.samples[q.id]
+                  for q in self.questions}
+        todo = [q for q in self.questions if stored.get(q.id, 0) < wanted[q.id]]
         if not todo:
             return 0
+        ranges = [range(stored.get(q.id, 0), wanted[q.id]) for q in todo]
         if not chosen.samples_model:
-            for q in todo:
+            for q, indices in zip(todo, ranges, strict=True):
                 store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
-                                   for s in range(spec.m)])
+                                   for s in indices])
             return len(todo)
         rows: list[GreedyRow] = []
 
@@ -314,29 +365,31 @@ class SampleRun:
                 rows[:] = [stored[q.id] for q in todo]
             return rows
 
-        hooks = self.engine.intervention(chosen, m=spec.m, greedy=greedy)
+        hooks = self.engine.intervention(chosen, m=max(r.stop for r in ranges), greedy=greedy)
         if chosen.needs_greedy:  # a filter's statistics read them though its decoding does not
             greedy()
 
         def write(i: int, generations: list[Generation]) -> None:
-            q = todo[i]
-            if len(generations) != spec.m:  # a backend bug; never store a partial question
+            q, indices = todo[i], ranges[i]
+            if len(generations) != len(indices):  # a backend bug; never store a partial draw
                 raise RuntimeError(f"{backend.name} returned {len(generations)} samples of "
-                                   f"{q.id}, not m = {spec.m}")
-            greedy_text = rows[i].text if rows else None
-            extra = chosen.sample_stats(greedy_text, [g.text for g in generations],
-                                        self.engine.loaded.tokenizer)
+                                   f"{q.id}, not the {len(indices)} asked for")
+            earlier = store.question_samples(q.id) if indices.start else []
+            extra = _added_stats(chosen, rows[i].text if rows else None, earlier,
+                                 [g.text for g in generations], self.engine.loaded.tokenizer)
             graded = []
-            for s, (g, more) in enumerate(zip(generations, extra, strict=True)):
+            for s, g, more in zip(indices, generations, extra, strict=True):
                 grade = task.grade(q, g.text)
                 graded.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish,
                                         grade.extracted, grade.correct, {**g.stats, **more}))
             store.add_samples(graded)
 
+        # A backend is asked for ranges of sample indices only where a run needs them.
+        extend = {} if all(r == range(spec.m) for r in ranges) else {"indices": ranges}
         backend.sample([task.prompt(q) for q in todo], spec, question_ids=[q.id for q in todo],
                        intervention=hooks.logits, patch=hooks.patch,
                        progress=_staged(progress, f"{chosen.name} samples"),
-                       on_question=write)
+                       on_question=write, **extend)
         return len(todo)
 
 
@@ -445,8 +498,10 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
     what an identity run of the same model, sampling settings and seed draws, so its run is
     that run's samples with the strategy's per-sample statistics added (from the greedy decodes
     in ``greedy_store``). The store records ``source``'s configuration with this strategy's and
-    ``samples_of`` (the source directory's name). Returns questions added; like the sampling
-    runs it resumes, and refuses a source of another strategy or a question without a decode.
+    ``samples_of`` (the source directory's name). Returns questions added (or extended: a
+    source question that gained samples, an allocated study's larger m_q, gets them here too);
+    like the sampling runs it resumes, and refuses a source of another strategy or a question
+    without a decode.
     """
     if not strategy.filters_only:
         raise UserError(f"strategy {strategy.name!r} changes the decoding; it cannot reuse "
@@ -460,19 +515,22 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
         "strategy": strategy.name, "strategy_config": strategy.config.to_dict(),
         "readout": strategy.readout, "samples_of": source.run_dir.name,
     })
-    done = store.completed_questions()
+    done = store.sample_counts()
     greedy = greedy_store.greedy()
     grouped: dict[str, list[SampleRow]] = {}
     for row in source.samples():
-        if row.question_id not in done:
-            grouped.setdefault(row.question_id, []).append(row)
+        grouped.setdefault(row.question_id, []).append(row)
+    grouped = {q: rows for q, rows in grouped.items() if len(rows) > done.get(q, 0)}
     missing = [q for q in grouped if q not in greedy]
     if missing:
         raise UserError(f"{greedy_store.run_dir} lacks the greedy decode of {missing[0]} (and "
                         f"{len(missing) - 1} more) that {strategy.name} filters against")
     for qid, rows in grouped.items():
-        extra = strategy.sample_stats(greedy[qid].text, [r.text for r in rows], tokenizer)
+        kept = store.question_samples(qid) if qid in done else []
+        added = rows[len(kept):]
+        extra = _added_stats(strategy, greedy[qid].text, kept, [r.text for r in added],
+                             tokenizer)
         store.add_samples([replace(r, stats={**r.stats, **more})
-                           for r, more in zip(rows, extra, strict=True)])
+                           for r, more in zip(added, extra, strict=True)])
     return len(grouped)
 

@@ -14,12 +14,15 @@ A run directory holds ``run.sqlite`` (WAL journal). Tables:
 ``samples``
     One row per sample: ``question_id, sample, text, n_tokens, finish, extracted, correct,
     stats`` (JSON object, e.g. intervention counts). Primary key ``(question_id, sample)``.
+    A question holds samples ``0 .. m-1``; a run whose configuration says ``m = "per question"``
+    (:data:`PER_QUESTION`, an allocated study's) holds ``0 .. m_q - 1``, m_q its own.
 ``greedy``
     One row per question: ``question_id, token_ids`` (JSON list), ``text, finish, extracted,
     correct, entropies`` (JSON list or NULL).
 
 All samples of a question are written in one transaction, so a question is either complete or
-absent: a killed run resumes by skipping the questions already stored.
+absent: a killed run resumes by skipping the questions already stored. Samples added to a stored
+question (a per-question run's larger m_q) are written in one transaction too.
 
 A store opened for writing holds an exclusive lock on ``run.lock`` (which records the holder's
 pid) until it is closed; the operating system releases it when the process dies, so a killed
@@ -58,6 +61,8 @@ LOCK_NAME = "run.lock"
 FORMAT = "zerogap-run-store"
 VERSION = 1
 UNCOMPARED_FIELDS = frozenset({"versions"})
+# The configuration's m of a run whose questions each have their own (an allocated study).
+PER_QUESTION = "per question"
 # Format history: stores written before runs recorded their ``readout`` kind name only their
 # strategy; these two were the strategies then whose readout was not plain. Frozen: every
 # store written since records its kind (zerogap.readout.readout_of reads either).
@@ -178,6 +183,12 @@ def _damage(con: sqlite3.Connection) -> str | None:
             return f"a {table} row of question {row[0]!r} holds an impossible value " \
                    "(correct must be 0 or 1, counts and indices whole and >= 0, JSON valid)"
     stored_m = con.execute("SELECT value FROM config WHERE key = 'm'").fetchone()
+    if stored_m is not None and json.loads(stored_m[0]) == PER_QUESTION:
+        row = con.execute("SELECT question_id, COUNT(*), MIN(sample), MAX(sample) FROM samples "
+                          "GROUP BY question_id HAVING MIN(sample) != 0 "
+                          "OR MAX(sample) != COUNT(*) - 1 LIMIT 1").fetchone()
+        return None if row is None else (f"question {row[0]!r} has {row[1]} samples with "
+                                         f"indices {row[2]}..{row[3]}, not 0..{row[1] - 1}")
     if stored_m is not None:
         m, source = json.loads(stored_m[0]), "the configuration says"
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
@@ -432,8 +443,24 @@ class RunStore:
         with self._guard():
             return {r[0] for r in self._con.execute("SELECT DISTINCT question_id FROM samples")}
 
+    def sample_counts(self) -> dict[str, int]:
+        """Samples stored per question id (a question's are indices ``0 .. count - 1``)."""
+        with self._guard():
+            return dict(self._con.execute(
+                "SELECT question_id, COUNT(*) FROM samples GROUP BY question_id"))
+
+    def question_samples(self, question_id: str) -> list[SampleRow]:
+        """The stored samples of one question, in index order."""
+        with self._guard():
+            rows = self._con.execute(
+                "SELECT question_id, sample, text, n_tokens, finish, extracted, correct, stats "
+                "FROM samples WHERE question_id = ? ORDER BY sample", (question_id,)).fetchall()
+        return [SampleRow(q, i, text, n, finish, extracted, bool(correct), json.loads(stats))
+                for q, i, text, n, finish, extracted, correct, stats in rows]
+
     def add_samples(self, rows: Iterable[SampleRow]) -> None:
-        """Write a batch of samples (whole questions) in one transaction."""
+        """Write a batch of samples (whole questions, or the samples added to stored ones) in
+        one transaction."""
         self._insert("samples", [
             (r.question_id, r.sample, r.text, r.n_tokens, r.finish, r.extracted, int(r.correct),
              json.dumps(r.stats, sort_keys=True))

@@ -67,6 +67,26 @@ def test_samples_do_not_depend_on_batching_order_or_m(tiny):
     assert all(len({tuple(t) for t in q}) == 4 for q in _ids(full))
 
 
+def test_a_range_of_sample_indices_draws_what_range_m_draws_there(tiny):
+    """An allocated run's per-question m and a resumed question's missing samples draw sample
+    indices other than 0..m-1: each is the draw a call of range(m) makes at that index, and
+    the intervention hears the index it drew."""
+    model, tok = tiny
+    kw = dict(temperature=0.7, max_new_tokens=12, seed=5, question_ids=IDS, max_batch=4)
+    banned = tok.convert_tokens_to_ids("e")
+    full = sample(model, tok, PROMPTS, m=6, intervention=_BanAndCount(banned), **kw)
+    ranges = [range(0, 6), range(2, 5), range(5, 6), range(1, 3)]
+    ban = _BanAndCount(banned)
+    parts = sample(model, tok, PROMPTS, m=1, indices=ranges, intervention=ban, **kw)
+    assert _ids(parts) == [[g.token_ids for g in q[r.start:r.stop]]
+                           for q, r in zip(full, ranges, strict=True)]
+    assert [[g.stats for g in q] for q in parts] == [
+        [g.stats for g in q[r.start:r.stop]] for q, r in zip(full, ranges, strict=True)]
+    assert {(q, s) for q, s in ban.calls} == {(q, s) for q, r in enumerate(ranges) for s in r}
+    with pytest.raises(ValueError, match="non-empty range"):
+        sample(model, tok, PROMPTS, m=1, indices=[range(2)] * 3 + [range(0)], **kw)
+
+
 def test_finish_reasons_eos_and_stop(tiny):
     model, tok = tiny
     gens = sample(model, tok, PROMPTS, m=8, temperature=1.0, max_new_tokens=20,
@@ -111,7 +131,7 @@ def test_questions_are_encoded_together_left_padded_with_the_keys_of_each_alone(
     finally:
         handle.remove()
     decoder = _Decoder(model, tok, PROMPTS, max_new_tokens=3, stop=(), max_batch=None,
-                       rows_per_question=1, prefixes=None)
+                       prefixes=None)
     start = decoder.prefix_len
     questions = [ids[start:] for ids in decoder.ids]
     assert len({len(q) for q in questions}) > 1  # the batch is padded

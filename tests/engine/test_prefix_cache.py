@@ -84,7 +84,7 @@ def test_a_bad_bound_is_one_line_before_the_model_loads(tmp_path, monkeypatch, c
 
 def _encoded(model, tokenizer, text):
     decoder = _Decoder(model, tokenizer, [text + "a", text + "b"], max_new_tokens=1, stop=(),
-                       max_batch=1, rows_per_question=1, prefixes=None)
+                       max_batch=1, prefixes=None)
     tokens = decoder.ids[0][: decoder.prefix_len]
     with torch.inference_mode(), prefix_attention(model):
         return tokens, decoder._encode([tokens], None, 0)[1][0]

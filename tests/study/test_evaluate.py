@@ -238,6 +238,8 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, reduced_study
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
       "--backend", "vllm", "--strategies", "identity", "--workers", "2"],
      "--workers 2: the vllm backend holds one engine at a time"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--address", "auto"], "--address names a Ray cluster: give --executor ray too"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
                                                         capsys):
@@ -327,15 +329,19 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     out, _, _ = study_dir
     study = reduced_study(strategies=("identity", "railcap", "all-zero"))
     setting = prepare(study)[0]
-    # the design checks are recomputed every time (they read the runs, and cost nothing)
-    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind != "design"}
+    # the design checks are recomputed every time (they read the runs, and cost nothing);
+    # Figure 1's ranks are one file per setting, recomputed when their inputs change
+    runs = ("sample", "greedy", "filter")
+    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind in runs}
     assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        again = {j.label: j for j in plan_setting(other, setting, out, dtype)[0]
-                 if j.kind != "design"}
+        planned = plan_setting(other, setting, out, dtype)[0]
+        again = {j.label: j for j in planned if j.kind in runs}
         assert again.keys() == jobs.keys()
         assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
         assert all(job.todo == 10 for job in again.values())
+        # another clean greedy run: the ranks' inputs have changed
+        assert [j.todo for j in planned if j.kind == "ranks"] == [1]
 
 
 def test_backend_is_a_study_key(tmp_path):
@@ -347,6 +353,27 @@ def test_backend_is_a_study_key(tmp_path):
     assert load_study(study, backend="hf")[0].backend == "hf"  # --backend overrides the file
     study.write_text(study.read_text().replace('"vllm"', '"tgi"'))
     with pytest.raises(ValueError, match=r"study.toml: backend must be one of hf, vllm"):
+        load_study(study)
+
+
+def test_the_executor_and_its_address_are_study_keys(tmp_path):
+    """What runs the jobs is written into the study folder's study.toml with the rest, so the
+    rerun command runs them the same way; ``--executor local`` overrides the file (its address
+    is then not read)."""
+    from zerogap.study.spec import study_toml
+
+    study = tmp_path / "study.toml"
+    study.write_text('executor = "ray"\naddress = "auto"\nstrategies = ["identity"]\n'
+                     '[[setting]]\nclean = "embedded"\ncontaminated = "embedded"\n'
+                     'task = "arith"\n')
+    spec, _ = load_study(study)
+    assert (spec.executor, spec.address) == ("ray", "auto")
+    (tmp_path / "again.toml").write_text(study_toml(spec))
+    assert load_study(tmp_path / "again.toml")[0] == spec
+    assert load_study(study, executor="local")[0].executor == "local"
+    study.write_text(study.read_text().replace('"ray"', '"dask"'))
+    with pytest.raises(ValueError, match=r"study.toml: StudySpec.executor must be one of "
+                                         r"'local', 'ray', got 'dask'"):
         load_study(study)
 
 

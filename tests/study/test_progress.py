@@ -21,7 +21,7 @@ def test_the_eta_is_a_rate_of_work_and_does_not_move_between_events():
     tracker = Tracker(lambda s: seen.append(s.eta), state)
     tracker.stage("s: clean")
     time.sleep(0.05)
-    tracker.advance([_Row()] * 2)  # one question of 2 rows
+    tracker.advance(2, 6)  # one question of 2 rows
     first = state.eta
     assert first is not None and first >= 4 * 0.05  # 8 rows left at >= 0.025 s each
     time.sleep(0.1)  # nothing done: the estimate does not grow with the wait
@@ -58,28 +58,46 @@ def test_the_line_shows_the_stage_counter_and_counts_the_eta_down():
     assert etas[0] in (999, 1000) and etas == sorted(etas, reverse=True) and etas[-1] < etas[0]
 
 
-def test_a_threads_event_hook_runs_at_its_own_events_only():
-    """A worker's hook (``on_event``: retaking its share of torch's threads) runs in its own
-    thread at each of its events, never at another thread's."""
-    import threading
+def test_a_jobs_events_check_in_with_its_slot_and_replay_into_the_tracker():
+    """A job's progress (:class:`JobProgress`) goes through its slot: each event is reported,
+    then the slot's check-in runs (a stored question is counted even where the job stops
+    there); the tracker replays the events where the study runs, and refuses anything else."""
+    import pytest
 
-    calls = []
-    tracker = Tracker(None, StudyProgress(rows_total=4))
-    registered = threading.Event()
-    go_on = threading.Event()
+    from zerogap.study.progress import JobProgress
 
-    def worker() -> None:
-        tracker.on_event(lambda: calls.append(threading.get_ident()))
-        registered.set()
-        go_on.wait(5)
-        tracker.stage("s: clean")
-        tracker.advance([_Row()])
+    class Slot:
+        index = 0
 
-    thread = threading.Thread(target=worker)
-    thread.start()
-    registered.wait(5)
-    tracker.stage("s: identity")  # the main thread's events call no hook
-    tracker.advance([_Row()])
-    go_on.set()
-    thread.join(5)
-    assert calls == [thread.ident, thread.ident]
+        def __init__(self):
+            self.log = []
+
+        def report(self, *event):
+            self.log.append(event)
+
+        def event(self):
+            self.log.append("check-in")
+
+    slot = Slot()
+    job = JobProgress(slot)
+    job.stage("s: clean")
+    job.advance([_Row(), _Row()])
+    job.advance([_Greedy()], greedy=True)
+    job.part("neuron decodes", 1, 4)
+    assert slot.log == [("stage", "s: clean"), "check-in", ("advance", 2, 6), "check-in",
+                        ("advance", 1, 5), "check-in", ("part", "neuron decodes", 1, 4),
+                        "check-in"]
+    state = StudyProgress(rows_total=3)
+    tracker = Tracker(None, state)
+    for event in slot.log:
+        if event != "check-in":
+            tracker.replay(event)
+    assert (state.stage, state.questions_done, state.rows_done, state.tokens) == \
+        ("s: clean", 2, 3, 11)
+    assert (state.part_unit, state.part_done, state.part_total) == ("neuron decodes", 1, 4)
+    with pytest.raises(ValueError, match="not a progress event"):
+        tracker.replay(("stop",))
+
+
+class _Greedy:
+    token_ids = [1, 2, 3, 4, 5]

@@ -114,7 +114,9 @@ def test_an_item_left_running_alone_sees_it():
 
 def test_ctrl_c_ends_the_running_items_and_then_stops():
     """A Ctrl-C while items run: no new item starts, ``interrupted`` asks the running ones to
-    end, they are waited for, and the KeyboardInterrupt reaches the caller."""
+    end, they are waited for, and the KeyboardInterrupt reaches the caller. The item whose
+    thread the caller was waiting for when the Ctrl-C came takes longest to end: it is
+    waited for all the same (a join interrupted by it would take its thread for ended)."""
     import _thread
 
     stop = threading.Event()
@@ -123,8 +125,11 @@ def test_ctrl_c_ends_the_running_items_and_then_stops():
     def run(item: int, worker: int, running) -> None:
         started.append(item)
         if item == 0:
+            time.sleep(0.2)  # the caller is waiting for this worker's thread
             _thread.interrupt_main()  # as a Ctrl-C the kernel hands to the main thread
         stop.wait(10)  # a running job until told to end
+        if item == 0:
+            time.sleep(0.5)  # its next stored question comes late
         ended.append(item)
 
     with pytest.raises(KeyboardInterrupt):
@@ -188,3 +193,33 @@ def test_local_threads_give_each_job_its_share_and_end_them_at_their_next_event(
         assert told == [True] and sorted(ended) == sorted(started) and len(started) <= 2
     finally:
         torch.set_num_threads(saved)
+
+
+def test_local_threads_hand_a_jobs_events_to_report_in_order_in_its_own_thread():
+    """What a job reports (:meth:`Slot.report`) reaches ``report(item, event)`` at once, in
+    the thread that runs the job: in order, the calling thread's own when jobs run in order."""
+    from zerogap.study.executor import Node
+    from zerogap.study.workers import LocalThreads
+
+    seen: list[tuple[int, tuple, int]] = []
+
+    def job(item: int, slot) -> None:
+        seen.append((item, ("ran",), threading.get_ident()))
+        slot.report("stage", f"job {item}")
+        time.sleep(0.05)
+        slot.report("leave")
+
+    def report(item: int, event: tuple) -> None:
+        seen.append((item, event, threading.get_ident()))
+
+    for width in (1, 2):
+        seen.clear()
+        LocalThreads(width).run([Node(Path(str(i))) for i in range(3)], job, report=report)
+        for item in range(3):
+            mine = [(event, thread) for i, event, thread in seen if i == item]
+            assert [event for event, _ in mine] == [("ran",), ("stage", f"job {item}"),
+                                                    ("leave",)]
+            assert len({thread for _, thread in mine}) == 1
+        threads = {thread for _, _, thread in seen}
+        assert threads == {threading.get_ident()} if width == 1 else \
+            threading.get_ident() not in threads

@@ -150,8 +150,8 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
 
 def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     """The optional keys the report's checks section reads: the design checks file, the
-    baselines' settings at this scale, the controls' counts, the jobs' times and their wall
-    time."""
+    baselines' settings at this scale, the controls' counts, an allocated study's plan and
+    samples drawn, the jobs' times and their wall time."""
     design = check.get(entry, "design", where, str, optional=True)
     if design is not None:
         check.member(folder, design, f"{where}.design")
@@ -163,6 +163,15 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
         check.get(shortcut, key, f"{where}.baselines.shortcut", int, optional=True)
     controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
     check.members(folder, controls or {}, f"{where}.counts.controls")
+    allocation = check.get(entry, "allocation", where, dict, optional=True)
+    if allocation is not None:
+        check.member(folder, check.get(allocation, "plan", f"{where}.allocation", str),
+                     f"{where}.allocation.plan")
+        drawn = check.get(allocation, "drawn", f"{where}.allocation", dict)
+        for label, value in drawn.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise check.fail(f"{where}.allocation.drawn.{label}",
+                                 "expected a number of samples >= 0")
     seconds = check.get(entry, "seconds", where, dict, optional=True) or {}
     timed = {f"seconds.{label}": value for label, value in seconds.items()}
     if entry.get("wall_seconds") is not None:
@@ -210,6 +219,8 @@ def read_study_folder(folder: str | os.PathLike) -> StudyFolder:
     study_scoring(study, path)
     check.strings(study, "commands", "", optional=True)
     check.get(study, "dtype", "", str, optional=True)
+    check.get(study, "executor", "", str, optional=True)
+    check.get(study, "workers", "", int, optional=True)
     versions = check.get(study, "versions", "", dict, optional=True) or {}
     for key, value in versions.items():
         if not isinstance(value, str):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
+from zerogap.analysis.allocation import AllocationPlan, read_allocation
 from zerogap.analysis.design import Criterion, read_design
 from zerogap.analysis.findings import (
     PAPER_SA_PPG,
@@ -78,6 +79,7 @@ class SettingChecks:
     seconds: dict = field(default_factory=dict)  # each job's own time, whenever it ran
     wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
     answer_slot: AnswerSlot | None = None
+    allocation: tuple[str, ...] = ()  # an allocated study's plan and samples, as lines
 
     @property
     def premise(self) -> str:
@@ -86,8 +88,9 @@ class SettingChecks:
         return missing_regime(self.design)
 
     def lines(self) -> list[str]:
-        """Plain-text lines: baselines' settings, criteria, findings, controls."""
-        out = []
+        """Plain-text lines: the allocation, baselines' settings, criteria, findings,
+        controls."""
+        out = list(self.allocation)
         if self.baselines.get("lne_t_task") is not None:
             out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
                        "(GSM8K's 7 scaled by solution length)")
@@ -165,8 +168,17 @@ def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecar
         runs.append(all_zero(clean))
     references = [load_input(REPEAT, folder / counts["repeat"])] if counts.get("repeat") else []
     leaked = entry.get("leaked")
+    plan = _plan(folder, entry)
     return score(clean, runs, scoring, references=references,
-                 leaked=None if leaked is None else frozenset(leaked))
+                 leaked=None if leaked is None else frozenset(leaked),
+                 floor_samples=None if plan is None else plan.samples)
+
+
+def _plan(folder: Path, entry: dict) -> AllocationPlan | None:
+    """An allocated setting's plan (:mod:`zerogap.analysis.allocation`), None for a uniform
+    one."""
+    allocation = entry.get("allocation")
+    return None if not allocation else read_allocation(folder / allocation["plan"])
 
 
 def setting_checks(folder: Path, entry: dict, card: Scorecard,
@@ -180,14 +192,17 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
                      n_resamples=max(scoring.resamples, 1), seed=scoring.seed,
                      criteria={c.key: c.met for c in design} if design else None)
     controls = entry.get("counts", {}).get("controls") or {}
+    plan = _plan(folder, entry)
     card_controls = None
     if controls:
         card_controls = score(card.clean, [load_input(label, folder / path)
                                            for label, path in controls.items()],
-                              replace(scoring, bins=card.bins))
+                              replace(scoring, bins=card.bins),
+                              floor_samples=None if plan is None else plan.samples)
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
                          entry.get("seconds") or {}, entry.get("wall_seconds"),
-                         None if card_controls is None else answer_slot(card_controls.gaps))
+                         None if card_controls is None else answer_slot(card_controls.gaps),
+                         () if plan is None else tuple(plan.lines(entry["allocation"]["drawn"])))
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
@@ -277,6 +292,15 @@ def _write_text(path: Path, text: str) -> None:
     write_text(path, text)
 
 
+def _ran_by(study: dict) -> str | None:
+    """What ran the study's jobs, as its record says (a study recorded before executors were
+    named ran them on local threads), or None where it says nothing."""
+    if study.get("workers") is None:
+        return None
+    return f"jobs run by the {study.get('executor') or 'local'} executor, " \
+        f"{study['workers']} at a time"
+
+
 def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, headlines) -> str:
     lines = [f"# Restoration study: {study.get('title') or folder.name}", ""]
     for e in entries:
@@ -286,6 +310,8 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
                      f"({e['contaminated']['fingerprint']})")
     if study.get("dtype"):
         lines.append(f"- sampled with the weights in {study['dtype']}")
+    if _ran_by(study):
+        lines.append(f"- {_ran_by(study)}")
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]
@@ -352,7 +378,7 @@ def write_report(folder: str | os.PathLike, scoring: ScoreSettings | None = None
                   "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}
                  for t, cap, p in drawn],
         commands=study.get("commands") or [], versions=study.get("versions") or {},
-        dtype=study.get("dtype"),
+        dtype=study.get("dtype"), ran_by=_ran_by(study),
         checks=checks,
         headlines=[{"title": t, "caption": cap,
                     "png": base64.b64encode(p["png"].read_bytes()).decode("ascii")}

@@ -25,7 +25,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -288,13 +288,15 @@ def _subset(run: ScoredRun, mask: np.ndarray) -> ScoredRun:
 
 
 def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSettings, *,
-          references: Sequence[ScoredRun] = (), leaked: Collection[str] | None = None
-          ) -> Scorecard:
+          references: Sequence[ScoredRun] = (), leaked: Collection[str] | None = None,
+          floor_samples: Mapping[str, int] | None = None) -> Scorecard:
     """Score every mitigated run against ``clean`` (question sets must match; order may differ).
 
     ``references`` are scored beside them but never ranked or compared (the clean model's
     second batch, :func:`all_zero`); ``leaked`` (question ids) adds the leaked and the
-    unleaked questions as sub-cards. Raises :class:`~zerogap.errors.UserError` for no or
+    unleaked questions as sub-cards. The noise floor's second batch has the strategies'
+    median m, or ``floor_samples`` (question id -> m: an allocated study's plan, which its
+    strategies share). Raises :class:`~zerogap.errors.UserError` for no or
     repeated names and :class:`~zerogap.errors.DataError` (naming the file) for differing
     question sets, or for a split that leaves one side without questions.
     """
@@ -311,7 +313,7 @@ def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSetti
     refs = [ScoredRun(r.name, r.counts.aligned_to(clean.counts), r.provenance)
             for r in references]
     bins = settings.resolved_bins(len(clean.counts))
-    card = _card(clean, runs, refs, settings, bins, "all questions")
+    card = _card(clean, runs, refs, settings, bins, "all questions", floor_samples)
     subsets = []
     if leaked is not None:
         inside = np.array([q in leaked for q in clean.counts.ids])
@@ -320,12 +322,14 @@ def score(clean: ScoredRun, mitigated: Sequence[ScoredRun], settings: ScoreSetti
                 raise DataError(f"the split leaves no {label} questions among the "
                                 f"{card.n_questions} scored")
             subsets.append(_card(_subset(clean, mask), [_subset(r, mask) for r in runs],
-                                 [_subset(r, mask) for r in refs], settings, bins, label))
+                                 [_subset(r, mask) for r in refs], settings, bins, label,
+                                 floor_samples))
     return replace(card, subsets=tuple(subsets))
 
 
 def _card(clean: ScoredRun, runs: list[ScoredRun], refs: list[ScoredRun],
-          settings: ScoreSettings, bins: int, label: str) -> Scorecard:
+          settings: ScoreSettings, bins: int, label: str,
+          floor_samples: Mapping[str, int] | None) -> Scorecard:
     """The scorecard of aligned runs on one set of questions (no subsets)."""
     rows = [*runs, *refs]
     names = [r.name for r in rows]
@@ -338,12 +342,14 @@ def _card(clean: ScoredRun, runs: list[ScoredRun], refs: list[ScoredRun],
         names=names, bins=bins, level=settings.level, n_resamples=max(settings.resamples, 1),
         seed=settings.seed, draw_clean=draw_clean, draw_mitigated=draw_mit,
     )
-    other = int(np.median(np.concatenate([r.counts.samples for r in runs])))
-    floor = noise_floor(
-        c.correct, c.samples,
-        other_samples=None if other == int(np.median(c.samples)) else other,
-        bins=bins, n_sim=settings.noise_sims, seed=settings.seed,
-    )
+    other: int | np.ndarray | None
+    if floor_samples is not None:
+        other = np.array([floor_samples[q] for q in c.ids])
+    else:
+        median = int(np.median(np.concatenate([r.counts.samples for r in runs])))
+        other = None if median == int(np.median(c.samples)) else median
+    floor = noise_floor(c.correct, c.samples, other_samples=other, bins=bins,
+                        n_sim=settings.noise_sims, seed=settings.seed)
     ranked = [r.name for r in runs]
     best = min(ranked, key=lambda n: gaps.estimates[names.index(n)].sa_ppg)
     comparisons = tuple(

@@ -28,15 +28,18 @@ from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
 from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions, WeightDtype
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
+from zerogap.study.executor import Executor, open_executor
 from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec
 
 EXAMPLES = """examples:
   zerogap evaluate --clean cl/ --contaminated co/ --task arith --split-file split.json \\
       --strategies identity,railcap,all-zero -m 20 --limit 40 --out runs/study
   zerogap evaluate study.toml --ablation
+  zerogap evaluate study.toml --budget 5     # each strategy 5 samples per question on average
   zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \\
       --tensor-parallel-size 4 --dtype bfloat16
   zerogap evaluate --models runs/laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/strength
+  zerogap evaluate study.toml --executor ray --address auto --device cuda
   zerogap report runs/study
   zerogap demo
 """
@@ -44,7 +47,8 @@ EXAMPLES = """examples:
 # The study's fields the flags override (a study file's values otherwise).
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
-               "neuron_candidates", "backend")
+               "neuron_candidates", "backend", "budget", "target_half_width", "pilot",
+               "min_samples", "max_samples", "executor", "address")
 # The one setting the flags describe instead of a study file.
 SETTING_FLAGS = ("clean", "contaminated", "base", "task", "task_options", "task_split",
                  "split_file", "limit", "name", "chat_template", "system_instruction")
@@ -98,7 +102,8 @@ def _add_workers_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="jobs run side by side, each with its share of the CPU threads and "
                         "its own copy of the models (default: 2 on a CPU with two or more "
-                        "threads, else 1; vLLM: 1)")
+                        "threads, else 1; vLLM: 1; on a Ray cluster: as many as its nodes "
+                        "hold)")
 
 
 class ProgressLine:
@@ -220,23 +225,29 @@ def _sweep_study(args, setting: dict, overrides: dict):
     return StudySpec(settings=(), sweep=sweep, **overrides)
 
 
-def study_dtype(flag: str | None, out: Path, backend: str, device: str | None) -> WeightDtype:
-    """The concrete weight dtype a study samples in: ``flag`` (``--dtype``) when given, else
+def given_dtype(flag: str | None, out: Path) -> str:
+    """The weight dtype a study samples in, as given: ``flag`` (``--dtype``) when given, else
     the dtype the study folder ``out`` records (its record, else its runs: a study made before
-    in float32 resumes into its own runs), else ``auto``
-    (:func:`zerogap.engine.base.concrete_dtype`)."""
+    in float32 resumes into its own runs), else ``auto``, which the study makes concrete where
+    its jobs run (:meth:`zerogap.study.executor.Executor.check_engine`)."""
     import json
 
     from zerogap.analysis.folder import STUDY_FILE
     from zerogap.cli.run import run_dtype
-    from zerogap.engine.base import concrete_dtype
 
     record = out / STUDY_FILE
     if flag is None and record.is_file():
-        recorded = json.loads(record.read_text(encoding="utf-8")).get("dtype", "float32")
-        return concrete_dtype(recorded, backend, device)
+        return json.loads(record.read_text(encoding="utf-8")).get("dtype", "float32")
     runs = sorted((out / "runs").iterdir()) if (out / "runs").is_dir() else []
-    return concrete_dtype(run_dtype(flag, runs), backend, device)
+    return run_dtype(flag, runs)
+
+
+def study_dtype(flag: str | None, out: Path, backend: str, device: str | None) -> WeightDtype:
+    """:func:`given_dtype` made concrete on this machine
+    (:func:`zerogap.engine.base.concrete_dtype`)."""
+    from zerogap.engine.base import concrete_dtype
+
+    return concrete_dtype(given_dtype(flag, out), backend, device)
 
 
 def _check_out(out: Path) -> None:
@@ -254,8 +265,8 @@ def _check_study(study, out: Path) -> list:
     return prepare(study)
 
 
-def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, workers: int,
-               commands=()) -> int:
+def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
+               executor: Executor, commands=()) -> int:
     from transformers.utils import logging as hf_logging
 
     from zerogap.analysis.report import summary_table
@@ -269,7 +280,7 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
     display = None if args.quiet else ProgressLine()
     try:
         report = evaluate(study, out, progress=display, engine=engine, commands=commands,
-                          prepared=prepared, workers=workers)
+                          prepared=prepared, executor=executor)
     finally:
         if display is not None:
             display.close()
@@ -279,16 +290,22 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions, wo
 
 
 def _evaluate(args) -> int:
-    from zerogap.study.jobs import study_workers
+    from zerogap.study.run import model_folders
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
+    if given(args, StudySpec, ("address",)) and study.executor != "ray":
+        raise UserError(f"{_flag(args, 'address')} names a Ray cluster: give --executor ray "
+                        f"too (the study runs on {study.executor} threads)")
     prepared = _check_study(study, out)
-    workers = study_workers(args.workers, study.backend, args.device)
-    for note in notes:  # after the checks: a refused study is one line
-        print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
-    engine = engine_options(args, study_dtype(args.dtype, out, study.backend, args.device))
-    return _run_study(study, prepared, out, args, engine, workers)
+    with open_executor(study.executor, address=study.address, workers=args.workers,
+                       backend=study.backend, device=args.device, folder=out,
+                       reads=model_folders(study, prepared)) as executor:
+        for note in notes:  # after the checks: a refused study is one line
+            print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
+        # "auto" is made concrete where the jobs run, by the study
+        engine = engine_options(args, given_dtype(args.dtype, out))
+        return _run_study(study, prepared, out, args, engine, executor)
 
 
 def _report(args) -> int:
@@ -312,6 +329,7 @@ def _demo(args) -> int:
     from zerogap.cli.flags import check_given
     from zerogap.study.demo import build_demo_models, demo_max_questions, demo_study
     from zerogap.study.jobs import study_workers
+    from zerogap.study.workers import LocalThreads
 
     questions, m = args.questions, args.m
     if questions < 2:
@@ -334,6 +352,6 @@ def _demo(args) -> int:
     extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
     return _run_study(study, prepared, args.out, args,
                       EngineOptions(device=args.device, dtype=dtype, max_batch=args.batch_size),
-                      workers,
+                      LocalThreads(workers),
                       commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
                                 f" --dtype {dtype}" + extra])

@@ -133,7 +133,10 @@ class Capabilities:
     from a second model (shortcut neurons); ``entropies``: full-vocabulary entropies of greedy
     decodes (LNE-blocking's input); ``device``: it places the model on
     :attr:`EngineOptions.device`; ``exclusive``: an engine claims most of the accelerator's
-    memory, so only one may be alive at a time (close it before starting another).
+    memory, so only one may be alive at a time (close it before starting another);
+    ``sample_ranges``: :meth:`Backend.sample` takes ``indices``, a range of sample indices per
+    question drawn as a call of ``range(m)`` would draw them (an allocated study's m per
+    question, samples added to a stored question).
     """
 
     logits: bool
@@ -141,6 +144,7 @@ class Capabilities:
     entropies: bool
     device: bool = False
     exclusive: bool = False
+    sample_ranges: bool = False
 
     def missing(self, needed: Sequence[str]) -> list[str]:
         """The capabilities in ``needed`` this backend lacks."""
@@ -159,7 +163,8 @@ class LogitsEdit:
 
     def torch_hook(self, *, samples_per_question: int, device: Any) -> Any:
         """The :class:`zerogap.engine.hooks.Intervention` that applies this edit to a batch of
-        ``(rows, vocab)`` logits on ``device``."""
+        ``(rows, vocab)`` logits on ``device``; every sample index of the call is below
+        ``samples_per_question``."""
         raise NotImplementedError(f"{type(self).__name__} has no in-process hook")
 
     def request_args(self, question: int) -> dict[str, Any]:
@@ -209,9 +214,12 @@ class Backend(Protocol):
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
                progress: ProgressCallback | None = None,
-               on_question: Callable[[int, list[Generation]], None] | None = None
-               ) -> list[list[Generation]]:
-        """``spec.m`` generations per prompt, in prompt order."""
+               on_question: Callable[[int, list[Generation]], None] | None = None,
+               indices: Sequence[range] | None = None) -> list[list[Generation]]:
+        """``spec.m`` generations per prompt, in prompt order; with ``indices`` (a backend
+        whose capabilities say ``sample_ranges``), the samples ``indices[i]`` of prompt ``i``,
+        each the draw a call of ``range(m)`` makes at that index. Callers pass ``indices``
+        only where some prompt draws other than ``range(spec.m)``."""
         ...
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,

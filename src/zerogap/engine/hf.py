@@ -107,8 +107,8 @@ class _Decoder:
     """Shared machinery of :func:`sample` and :func:`greedy` for one engine call."""
 
     def __init__(self, model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
-                 stop: Sequence[str], max_batch: int | None, rows_per_question: int,
-                 prefixes: PrefixCache | None, threads: int | None = None):
+                 stop: Sequence[str], max_batch: int | None, prefixes: PrefixCache | None,
+                 threads: int | None = None):
         if not prompts:
             raise ValueError("no prompts to decode")
         if max_new_tokens < 1:
@@ -135,7 +135,6 @@ class _Decoder:
         # Left padding needs a prefix key that every pad can see, so no prefix, no batching.
         self.encode_rows = (max(1, _ENCODE_POSITIONS // (self.prefix_len + self.max_question))
                             if self.prefix_len else 1)
-        self.rows_needed = len(prompts) * rows_per_question
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a BatchSizer
@@ -262,18 +261,21 @@ class _Decoder:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def run(self, rows_per_question: int, choose: Callable, *, keys: Callable[[int, int], int],
+    def run(self, indices: Sequence[range], choose: Callable, *, keys: Callable[[int, int], int],
             intervention: Intervention | None, patch: Patch | None, with_entropy: bool,
             on_question: Callable[[int, list[Generation]], None] | None,
             progress: ProgressCallback | None):
-        """Decode ``rows_per_question`` rows per prompt; return per prompt its generations;
-        ``progress`` hears of every finished question and, at most once a second, the rate."""
+        """Decode rows ``indices[q]`` (sample indices, a non-empty range) of each prompt ``q``;
+        return per prompt its generations in index order; ``progress`` hears of every finished
+        question and, at most once a second, the rate."""
         n_q = len(self.ids)
+        if len(indices) != n_q or not all(len(r) for r in indices):
+            raise ValueError(f"need one non-empty range of sample indices per prompt ({n_q})")
         # A patch's source layers are read densely unless the source reads the row cache.
         dense_from = None if reads_row_cache(patch) else self.own_layers
-        results: list[list[Generation | None]] = [[None] * rows_per_question for _ in range(n_q)]
-        left = [rows_per_question] * n_q
-        queue = deque((q, s) for q in range(n_q) for s in range(rows_per_question))
+        results: list[list[Generation | None]] = [[None] * len(r) for r in indices]
+        left = [len(r) for r in indices]
+        queue = deque((q, s) for q in range(n_q) for s in indices[q])
         prefilled: dict[int, tuple] = {}
         state = {"rows": None, "logits": None}
         host_tokens: list[list[int]] = []
@@ -301,10 +303,13 @@ class _Decoder:
         def admit():
             n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
             room = self.max_rows - n_rows
-            # Refill once a quarter of the batch (at most a question's rows) is free, not per
-            # freed row; while the batch size is being chosen, fill up to the size on trial.
-            least = 1 if sizer is not None else max(1, min(rows_per_question, self.max_rows // 4))
-            if not queue or room <= 0 or (n_rows and room < min(least, len(queue))):
+            if not queue or room <= 0:
+                return
+            # Refill once a quarter of the batch (at most the next question's rows) is free, not
+            # per freed row; while the batch size is being chosen, fill up to the size on trial.
+            rows_next = len(indices[queue[0][0]])
+            least = 1 if sizer is not None else max(1, min(rows_next, self.max_rows // 4))
+            if n_rows and room < min(least, len(queue)):
                 return
             plan = []
             while queue and room > 0:
@@ -337,7 +342,7 @@ class _Decoder:
             self.prefix_kv = self._prefix(patch)
             sizer: BatchSizer | None = None
             if self.max_rows is None:
-                sizer = BatchSizer(min(self._memory_rows(), self.rows_needed))
+                sizer = BatchSizer(min(self._memory_rows(), sum(left)))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
@@ -377,9 +382,9 @@ class _Decoder:
                     q_host, s_host = rows.question.tolist(), rows.sample.tolist()
                     for r, how in finished.items():
                         q, s = q_host[r], s_host[r]
-                        results[q][s] = self._finish(host_tokens[r], how, host_entropy[r]
-                                                     if with_entropy else None,
-                                                     sample_stats(intervention, q, s))
+                        results[q][s - indices[q].start] = self._finish(
+                            host_tokens[r], how, host_entropy[r] if with_entropy else None,
+                            sample_stats(intervention, q, s))
                         left[q] -= 1
                         if left[q] == 0:
                             if on_question is not None:
@@ -494,9 +499,9 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
            patch: Patch | None = None, top_k: int | None = None, top_p: float | None = None,
            max_batch: int | None = None, progress: ProgressCallback | None = None,
            on_question: Callable[[int, list[Generation]], None] | None = None,
-           prefixes: PrefixCache | None = None, threads: int | None = None
-           ) -> list[list[Generation]]:
-    """Draw ``m`` responses per prompt at ``temperature``.
+           prefixes: PrefixCache | None = None, threads: int | None = None,
+           indices: Sequence[range] | None = None) -> list[list[Generation]]:
+    """Draw ``m`` responses per prompt at ``temperature`` (or the samples ``indices`` name).
 
     Parameters
     ----------
@@ -531,10 +536,13 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
         Torch threads for the whole call on a CPU; default: the caller's count at most,
         fewer while other processes hold cores (:mod:`zerogap.engine.threads`, where
         ``ZEROGAP_THREADS`` also fixes it).
+    indices : sequence of N ranges, optional
+        Instead of ``range(m)`` for every prompt, the sample indices each prompt draws (an
+        allocated study's m per question, or the samples a stored question still lacks).
 
     Returns
     -------
-    list of N lists of m :class:`Generation`
+    list of N lists of m (or ``len(indices[i])``) :class:`Generation`
         In prompt order, samples in index order.
 
     Notes
@@ -557,8 +565,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=m, prefixes=prefixes,
-                       threads=threads)
+                       max_batch=max_batch, prefixes=prefixes, threads=threads)
     vocab = None
 
     def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
@@ -573,8 +580,9 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     def key(q: int, s: int) -> int:
         return noise.row_key(seed, question_ids[q], s)
 
-    return decoder.run(m, choose, keys=key, intervention=intervention, patch=patch,
-                       with_entropy=False, on_question=on_question, progress=progress)
+    return decoder.run([range(m)] * len(prompts) if indices is None else indices, choose,
+                       keys=key, intervention=intervention, patch=patch, with_entropy=False,
+                       on_question=on_question, progress=progress)
 
 
 def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
@@ -594,16 +602,16 @@ def greedy(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,
     list of N :class:`Generation`, in prompt order.
     """
     decoder = _Decoder(model, tokenizer, prompts, max_new_tokens=max_new_tokens, stop=stop,
-                       max_batch=max_batch, rows_per_question=1, prefixes=prefixes,
-                       threads=threads)
+                       max_batch=max_batch, prefixes=prefixes, threads=threads)
     callback = None if on_question is None else (lambda q, gens: on_question(q, gens[0]))
-    out = decoder.run(1, lambda logits, rows: logits.argmax(-1), keys=lambda q, s: 0,
-                      intervention=None, patch=patch, with_entropy=return_entropy,
-                      on_question=callback, progress=progress)
+    out = decoder.run([range(1)] * len(prompts), lambda logits, rows: logits.argmax(-1),
+                      keys=lambda q, s: 0, intervention=None, patch=patch,
+                      with_entropy=return_entropy, on_question=callback, progress=progress)
     return [gens[0] for gens in out]
 
 
-HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True, device=True)
+HF_CAPABILITIES = Capabilities(logits=True, patching=True, entropies=True, device=True,
+                               sample_ranges=True)
 
 
 @register_backend("hf")
@@ -644,15 +652,17 @@ class HFBackend:
 
     def sample(self, prompts, spec: SamplingSpec, *, question_ids,
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
-               progress: ProgressCallback | None = None, on_question=None):
+               progress: ProgressCallback | None = None, on_question=None, indices=None):
         hook = None if intervention is None else intervention.torch_hook(
-            samples_per_question=spec.m, device=self.model.device)
+            samples_per_question=spec.m if indices is None else max(r.stop for r in indices),
+            device=self.model.device)
         return sample(self.model, self.tokenizer, prompts, m=spec.m,
                       temperature=spec.temperature, max_new_tokens=spec.max_new_tokens,
                       question_ids=question_ids, seed=spec.seed, stop=spec.stop,
                       intervention=hook, patch=self._patch(patch), top_k=spec.top_k,
                       top_p=spec.top_p, max_batch=self.max_batch, progress=progress,
-                      on_question=on_question, prefixes=self.prefixes, threads=self.threads)
+                      on_question=on_question, prefixes=self.prefixes, threads=self.threads,
+                      indices=indices)
 
     def greedy(self, prompts, spec: SamplingSpec, *, entropies=False,
                patch: ActivationPatch | None = None, progress: ProgressCallback | None = None,

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 # Entropies need an LLM started with max_logprobs=-1 (VLLMBackend.load does; see __init__).
 # An engine claims most of a GPU's memory: one at a time.
-VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=True, exclusive=True)
+VLLM_CAPABILITIES = Capabilities(logits=True, patching=False, entropies=True, exclusive=True,
+                                 sample_ranges=True)
 SEED_SPACING = 1 << 16  # most samples per question with disjoint seed ranges
 
 
@@ -256,16 +257,20 @@ class VLLMBackend:
     def sample(self, prompts: Sequence[str], spec: SamplingSpec, *, question_ids: Sequence[str],
                intervention: LogitsEdit | None = None, patch: ActivationPatch | None = None,
                progress: ProgressCallback | None = None,
-               on_question: Callable[[int, list], None] | None = None) -> list[list[Generation]]:
-        """``spec.m`` samples per prompt, each question one request with ``n = m``."""
+               on_question: Callable[[int, list], None] | None = None,
+               indices: Sequence[range] | None = None) -> list[list[Generation]]:
+        """``spec.m`` samples per prompt, each question one request with ``n = m``; samples
+        ``indices[q]`` instead, one request with ``n = len(indices[q])`` from the seed of its
+        first index (child ``i`` of a request takes seed ``s + i``)."""
         if patch is not None:
             raise UserError("the vLLM backend cannot patch activations (shortcut strategy)")
         if len(question_ids) != len(prompts):
             raise ValueError(f"{len(question_ids)} question ids for {len(prompts)} prompts")
-        params = [self._params(spec, n=spec.m, temperature=spec.temperature,
-                               seed=request_seed(spec.seed, qid),
+        ranges = [range(spec.m)] * len(prompts) if indices is None else indices
+        params = [self._params(spec, n=len(r), temperature=spec.temperature,
+                               seed=request_seed(spec.seed, qid) + r.start,
                                extra_args=_extra_args(intervention, q))
-                  for q, qid in enumerate(question_ids)]
+                  for q, (qid, r) in enumerate(zip(question_ids, ranges, strict=True))]
         return self._run(prompts, params, on_question, progress)
 
     def greedy(self, prompts: Sequence[str], spec: SamplingSpec, *, entropies: bool = False,

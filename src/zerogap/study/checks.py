@@ -13,11 +13,11 @@ from zerogap.errors import DataError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 from zerogap.strategies import PLAIN
-from zerogap.study.progress import Tracker
 from zerogap.study.settings import Setting
 
 if TYPE_CHECKING:
     from zerogap.runs import LoadedEngine
+    from zerogap.study.progress import JobProgress
 
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
@@ -64,22 +64,31 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
     return criteria
 
 
+def ranks_current(path: Path, s: Setting, greedy_clean: Path) -> bool:
+    """Whether Figure 1 b/d's ranks in ``path`` were computed from setting ``s``'s inputs as
+    they are now: the questions, the clean model's greedy decodes (``greedy_clean``, a
+    directory named by its run's content: model, task, backend, dtype, token limit) and the
+    contaminated model they are forced into. A file of a study made before the inputs were
+    recorded counts as current when its questions are the same."""
+    kept = _kept_ranks(path) if path.is_file() else {}
+    return kept.get("questions") == [q.id for q in s.questions] \
+        and kept.get("inputs", _rank_inputs(s, greedy_clean)) == _rank_inputs(s, greedy_clean)
+
+
+def _rank_inputs(s: Setting, greedy_clean: Path) -> dict:
+    return {"greedy": greedy_clean.name, "contaminated": s.spec.contaminated}
+
+
 def figure_ranks(path: Path, s: Setting, engine: Callable[[str], LoadedEngine],
-                 greedy_clean: Path, tracker: Tracker) -> None:
-    """Figure 1 b/d's teacher-forced ranks of setting ``s`` into ``path``, kept from an earlier
-    run when their inputs have not changed: the questions, the clean model's greedy decodes
-    (``greedy_clean``, a directory named by its run's content: model, task, backend, dtype,
-    token limit) and the contaminated model they are forced into (``engine(role)`` loads a
-    model only when they are computed). A file of a study made before the inputs were
-    recorded is kept when its questions are the same."""
+                 greedy_clean: Path, progress: JobProgress) -> None:
+    """Figure 1 b/d's teacher-forced ranks of setting ``s`` into ``path``, unless they are
+    current (:func:`ranks_current`; ``engine(role)`` loads a model only when they are
+    computed)."""
     from zerogap.store import RunStore
 
-    ids = [q.id for q in s.questions]
-    inputs = {"greedy": greedy_clean.name, "contaminated": s.spec.contaminated}
-    kept = _kept_ranks(path) if path.is_file() else {}
-    if kept.get("questions") == ids and kept.get("inputs", inputs) == inputs:
+    if ranks_current(path, s, greedy_clean):
         return
-    tracker.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
+    progress.stage(f"{s.spec.name}: Figure 1 ranks (teacher-forced)")
     with RunStore(greedy_clean, create=False) as store:
         greedy = store.greedy()
     prompts = [s.task.prompt(q) for q in s.questions]
@@ -89,7 +98,8 @@ def figure_ranks(path: Path, s: Setting, engine: Callable[[str], LoadedEngine],
     scored = engine("contaminated").backend.forced_ranks(prompts, forced)
     ranks = {q.id: [r for r in rs if r > 1] for q, rs in zip(s.questions, scored, strict=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps({"questions": ids, "ranks": ranks, "inputs": inputs}) + "\n")
+    write_text(path, json.dumps({"questions": [q.id for q in s.questions], "ranks": ranks,
+                                 "inputs": _rank_inputs(s, greedy_clean)}) + "\n")
 
 
 def _kept_ranks(path: Path) -> dict:

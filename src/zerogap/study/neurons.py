@@ -7,17 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zerogap.study.progress import Tracker
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
 if TYPE_CHECKING:
     from zerogap.runs import LoadedEngine
+    from zerogap.study.progress import JobProgress
 
 
 def locate_for_setting(path: Path, study: StudySpec, s: Setting,
                        engine: Callable[[str], LoadedEngine], greedy_dir: Path,
-                       tracker: Tracker) -> None:
+                       progress: JobProgress) -> None:
     """Rank the setting's neurons into ``path`` (:func:`zerogap.pipelines.neurons.locate_neurons`
     on ``engine(role)``'s models and the base model loaded beside them); each question's result
     is journaled beside it first, so a study stopped during this (hours on a 7B model) resumes
@@ -40,9 +40,9 @@ def locate_for_setting(path: Path, study: StudySpec, s: Setting,
     from zerogap.store import RunStore
 
     contaminated, clean = engine("contaminated").loaded, engine("clean").loaded
-    tracker.stage(f"{s.spec.name}: loading the base model")
+    progress.stage(f"{s.spec.name}: loading the base model")
     base = load_beside(s.spec.base, contaminated.model)
-    tracker.stage(f"{s.spec.name}: locating shortcut neurons")
+    progress.stage(f"{s.spec.name}: locating shortcut neurons")
     by_id = {q.id: q for q in s.questions}
     leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
     d_ff = mlp_width(contaminated.model)[1]
@@ -70,7 +70,7 @@ def locate_for_setting(path: Path, study: StudySpec, s: Setting,
         base.model, contaminated.model, clean.model, contaminated.tokenizer, s.task, leaked,
         s.calibration, block_size=block, candidates=study.neuron_candidates,
         max_new_tokens=study.max_new_tokens, journal=journal,
-        progress=lambda event: tracker.part("neuron decodes", event.done, event.total),
+        progress=lambda event: progress.part("neuron decodes", event.done, event.total),
     )
     meta.update({
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},

@@ -1,4 +1,8 @@
 """A study's progress: one :class:`StudyProgress` state, fed by the jobs through a :class:`Tracker`.
+
+A job tells its progress to a :class:`JobProgress`, which hands each event to its executor's
+slot (:meth:`zerogap.study.executor.Slot.report`); the executor carries it to the study's
+process, wherever the job runs, and :meth:`Tracker.replay` applies it there.
 """
 
 from __future__ import annotations
@@ -8,6 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zerogap.study.executor import Slot
 
 
 @dataclass
@@ -56,9 +64,10 @@ class StudyProgress:
 
 
 class Tracker:
-    """Turns the study's events into :class:`StudyProgress`; jobs may report from several
-    worker threads at once (:mod:`zerogap.study.workers`), so every change holds a lock and
-    the stage shown is each working thread's own, joined in the order they started."""
+    """Turns the study's events into :class:`StudyProgress`; the events of jobs side by side
+    arrive in several threads at once (one per running job: :mod:`zerogap.study.executor`), so
+    every change holds a lock and the stage shown is each working thread's own, joined in the
+    order they started."""
 
     def __init__(self, callback: Callable[[StudyProgress], None] | None, state: StudyProgress):
         self.callback, self.state = callback, state
@@ -67,7 +76,6 @@ class Tracker:
         self.part_owner: int | None = None  # the thread whose stage counts parts
         self.stages: dict[int, str] = {}  # thread -> its stage
         self.lock = threading.RLock()
-        self.local = threading.local()  # a worker's own hook, called at each of its events
 
     def stage(self, text: str) -> None:
         """A new stage of the calling thread: its work is timed from now (after any model it
@@ -97,14 +105,16 @@ class Tracker:
         self.state.part_rate = 0.0
         self.part_owner = None
 
-    def advance(self, rows: Sequence, greedy: bool = False) -> None:
+    def advance(self, rows: int, tokens: int) -> None:
+        """One question stored: its ``rows`` (samples, or one greedy decode) and the
+        ``tokens`` they generated."""
         with self.lock:
             now = time.monotonic()
             self.state.row_seconds += now - self.mark
             self.mark = now
             self.state.questions_done += 1
-            self.state.rows_done += len(rows)
-            self.state.tokens += sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
+            self.state.rows_done += rows
+            self.state.tokens += tokens
             self.emit()
 
     def part(self, unit: str, done: int, total: int) -> None:
@@ -134,34 +144,61 @@ class Tracker:
             self.state.stage = "interrupted: ending the running jobs at their next question"
             self.emit()
 
-    def on_event(self, hook: Callable[[], None]) -> None:
-        """Call ``hook`` in the calling thread at each of its later events: the executor's
-        :meth:`~zerogap.study.executor.Slot.event` (a share of the CPU's threads retaken as
-        other jobs start and end; the stop after an interrupt)."""
-        self.local.hook = hook
-
     def emit(self) -> None:
-        hook = getattr(self.local, "hook", None)
-        if hook is not None:
-            hook()
         if self.callback is not None:
             with self.lock:
                 self.callback(self.state)
 
+    def replay(self, event: tuple) -> None:
+        """Apply an event a :class:`JobProgress` reported: ``(method, *arguments)`` of this
+        tracker (``stage``, ``advance``, ``part``, ``leave``)."""
+        name, *args = event
+        if name not in _EVENTS:
+            raise ValueError(f"not a progress event: {event!r}")
+        getattr(self, name)(*args)
 
-def counting_store(run_dir: Path, tracker: Tracker):
-    """A run store that reports every question it writes to the study's progress."""
+
+_EVENTS = ("stage", "advance", "part", "leave")
+
+
+class JobProgress:
+    """What one job tells the study's progress, as events through its executor's ``slot``
+    (:meth:`Tracker.replay` applies them where the study runs). Each event is also one of the
+    job's check-ins with the executor (:meth:`~zerogap.study.executor.Slot.event`: its share
+    of the threads retaken, the stop after an interrupt), made once the event is sent: a
+    question stored is counted even where the job stops there."""
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot = slot
+
+    def stage(self, text: str) -> None:
+        self.slot.report("stage", text)
+        self.slot.event()
+
+    def advance(self, rows: Sequence, greedy: bool = False) -> None:
+        """One question stored: its sample rows, or its greedy decode."""
+        tokens = sum(len(r.token_ids) if greedy else r.n_tokens for r in rows)
+        self.slot.report("advance", len(rows), tokens)
+        self.slot.event()
+
+    def part(self, unit: str, done: int, total: int) -> None:
+        self.slot.report("part", unit, done, total)
+        self.slot.event()
+
+
+def counting_store(run_dir: Path, progress: JobProgress):
+    """A run store that reports every question it writes to the job's ``progress``."""
     from zerogap.store import RunStore
 
     class CountingStore(RunStore):
         def add_samples(self, rows):
             rows = list(rows)
             super().add_samples(rows)
-            tracker.advance(rows)
+            progress.advance(rows)
 
         def add_greedy(self, rows):
             rows = list(rows)
             super().add_greedy(rows)
-            tracker.advance(rows, greedy=True)
+            progress.advance(rows, greedy=True)
 
     return CountingStore(run_dir)

@@ -21,6 +21,10 @@ a larger ``limit`` or an added strategy resumes instead of starting over), then 
 * the controls: strategies applied to the clean model (``StudySpec.controls``);
 * the teacher-forced ranks of Figure 1 b/d.
 
+Each setting's jobs run through an executor (:mod:`~zerogap.study.executor`, the study's
+``executor`` key): worker threads of this process by default, or tasks on a Ray cluster
+(:mod:`~zerogap.study.ray_executor`) writing into a study folder every node reaches.
+
 Every run is sampled by ``study.backend``: zerogap's HF engine or vLLM
 (:mod:`zerogap.engine.base`); a backend's runs are kept in directories of their own, and a
 strategy the backend cannot run is refused by :func:`~zerogap.study.settings.prepare`.
@@ -35,17 +39,19 @@ the functions that sample: importing it costs no torch. Its parts, one concern a
 :mod:`~zerogap.study.settings` (the settings made concrete and checked),
 :mod:`~zerogap.study.sweep` (contamination sweeps), :mod:`~zerogap.study.plan` (which jobs, in
 which run directories), :mod:`~zerogap.study.jobs` (running each), :mod:`~zerogap.study.executor`
-(the contract of what schedules them) and :mod:`~zerogap.study.workers` (local threads side by
-side, the default), :mod:`~zerogap.study.neurons` (shortcut-neuron location),
-:mod:`~zerogap.study.checks` (design checks, Figure 1's ranks), :mod:`~zerogap.study.progress`;
-this module runs them in order and writes ``study.json``.
+(the contract of what schedules them), :mod:`~zerogap.study.workers` (local threads side by
+side, the default), :mod:`~zerogap.study.ray_executor` (a Ray cluster),
+:mod:`~zerogap.study.neurons` (shortcut-neuron location), :mod:`~zerogap.study.checks` (design
+checks, Figure 1's ranks), :mod:`~zerogap.study.progress`; this module runs them in order and
+writes ``study.json``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,15 +60,13 @@ from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, writ
 from zerogap.analysis.score import REPEAT
 from zerogap.io.files import write_text
 from zerogap.strategies import PLAIN, strategy_class
-from zerogap.study.checks import figure_ranks
-from zerogap.study.executor import Executor
-from zerogap.study.jobs import Models, run_jobs, study_workers
+from zerogap.study.executor import Executor, open_executor
+from zerogap.study.jobs import UNTIMED, Models, SettingJobs, run_jobs
 from zerogap.study.plan import plan_setting
 from zerogap.study.progress import StudyProgress, Tracker
 from zerogap.study.settings import Setting, prepare
 from zerogap.study.spec import StudySpec, study_toml
 from zerogap.study.sweep import build_sweep, missing_variants
-from zerogap.study.workers import LocalThreads
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
@@ -90,24 +94,42 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
     ``engine`` (:class:`zerogap.engine.base.EngineOptions`) says how models load for
-    ``study.backend`` (checked here once, before anything runs:
-    :func:`zerogap.runs.check_engine`); without it, ``device`` and ``max_batch`` for the HF
-    engine. ``commands`` are shown first among the report's commands to reproduce.
-    ``prepared`` is what :func:`~zerogap.study.settings.prepare` returned for this study,
-    where the caller checked it first (the CLI does, before it prints anything): its tasks and
-    questions are not loaded again. ``executor`` runs each setting's jobs
-    (:mod:`zerogap.study.executor`); by default ``workers`` local threads side by side, each
-    on its own share of torch's threads (:class:`~zerogap.study.workers.LocalThreads`;
-    default: two on a CPU with at least two threads, else one).
+    ``study.backend`` (checked once, where the jobs run, before anything runs:
+    :meth:`~zerogap.study.executor.Executor.check_engine`); without it, ``device`` and
+    ``max_batch`` for the HF engine. ``commands`` are shown first among the report's commands
+    to reproduce. ``prepared`` is what :func:`~zerogap.study.settings.prepare` returned for
+    this study, where the caller checked it first (the CLI does, before it prints anything):
+    its tasks and questions are not loaded again. ``executor`` runs each setting's jobs
+    (:mod:`zerogap.study.executor`); by default the one ``study.executor`` names, opened here
+    and closed at the end (:func:`~zerogap.study.executor.open_executor`, with ``workers``:
+    on local threads two on a CPU with at least two threads, else one).
     """
     from zerogap.engine.base import EngineOptions
-    from zerogap.runs import check_engine
 
     out = Path(out)
-    # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
-    options = check_engine(study.backend, engine or EngineOptions(device=device,
-                                                                   max_batch=max_batch))
+    engine = engine or EngineOptions(device=device, max_batch=max_batch)
     prepared = prepare(study) if prepared is None else prepared
+    opened = nullcontext(executor) if executor is not None else open_executor(
+        study.executor, address=study.address, workers=workers, backend=study.backend,
+        device=engine.device, folder=out, reads=model_folders(study, prepared))
+    with opened as running:
+        return _run(study, out, prepared, running, engine, progress, commands)
+
+
+def model_folders(study: StudySpec, prepared: Sequence[Setting]) -> list[Path]:
+    """The folders on this machine whose models the study's jobs load (a sweep's folder, which
+    its variants are trained into): a cluster's every node must reach them."""
+    specs = [p for s in prepared for p in (s.spec.clean, s.spec.contaminated, s.spec.base)]
+    found = [Path(p) for p in specs if Path(p).is_absolute() and Path(p).exists()]
+    swept = [] if study.sweep is None else [Path(study.sweep.models)]
+    return list(dict.fromkeys([*swept, *found]))
+
+
+def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Executor,
+         engine: EngineOptions, progress: Callable | None, commands: Sequence[str]) -> Report:
+    """:func:`evaluate` once its executor is open."""
+    # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
+    options = executor.check_engine(study.backend, engine)
     planned = [(s, *plan_setting(study, s, out, options.dtype)) for s in prepared]
     state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
                           questions_total=sum(j.todo for _, jobs, _, _ in planned for j in jobs
@@ -117,33 +139,32 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     if study.sweep is not None and missing_variants(study.sweep):
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
-    if executor is None:
-        executor = LocalThreads(study_workers(workers, study.backend, options.device))
     entries = []
     earlier = _recorded_times(out)
     for s, jobs, dirs, controls in planned:
-        pool = [Models(s.spec, study.backend, options, tracker) for _ in range(executor.width)]
+        pool = [Models(s.spec, study.backend, options) for _ in range(executor.width)]
         # Time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
         # The design checks run at every invocation (they read runs that may have grown); their
         # first time stands too, so a resumed study records and prints what the first one did.
-        # The wall time adds this invocation's where it ran more than the design checks (jobs
+        # The wall time adds this invocation's where it ran more than the untimed jobs (jobs
         # side by side take less wall time than their sum); unknown if an earlier run kept none.
         seconds, wall = earlier.get(s.spec.name, ({}, 0.0))
         seconds = dict(seconds)
+        fingerprints: dict[str, str] = {}
         todo = [job for job in jobs if job.todo]
         state.jobs_done += len(jobs) - len(todo)  # finished by an earlier call
         started = time.monotonic()
         try:
-            run_jobs(todo, study, s, pool, dirs, tracker, seconds, executor)
-            if wall is not None and any(job.kind != "design" for job in todo):
-                wall += time.monotonic() - started
-            ranks = out / "ranks" / f"{slug(s.spec.name)}.json"
-            figure_ranks(ranks, s, pool[0].engine, dirs["clean greedy"], tracker)
+            run_jobs(SettingJobs(todo, study, s, dirs, options, executor.width > 1, pool),
+                     tracker, seconds, fingerprints, executor)
         finally:
             for models in pool:
                 models.close()
-        fingerprints = {role: fp for models in pool for role, fp in models.fingerprints().items()}
-        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks),
+        if wall is not None and any(job.kind not in UNTIMED for job in todo):
+            wall += time.monotonic() - started
+        ranks = next(job.run_dir for job in jobs if job.kind == "ranks")
+        plan = next((job.run_dir for job in jobs if job.kind == "allocate"), None)
+        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks, plan),
                         "seconds": seconds,
                         **({} if wall is None else {"wall_seconds": round(wall, 1)})})
     tracker.stage("writing the report")
@@ -155,6 +176,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
         # The dtype is no study key (float32 studies' runs keep their names), yet it moves the
         # draws: the record and the rerun command say it, and the report states it.
         "dtype": options.dtype,
+        "executor": executor.name,
         "workers": executor.width,
         "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
                      + (f" --dtype {options.dtype}" if options.dtype != "float32" else ""),
@@ -166,24 +188,30 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
 
 
 def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
-           loaded: dict[str, str], out: Path, ranks: Path) -> dict:
+           loaded: dict[str, str], out: Path, ranks: Path, allocation: Path | None) -> dict:
     """The setting's record in study.json; counts exported, paths relative to ``out``;
-    ``loaded`` holds the fingerprints of the models loaded this time, by role."""
+    ``loaded`` holds the fingerprints of the models loaded this time, by role; ``allocation``
+    is an allocated setting's plan file, whose m per question the allocated runs' counts keep
+    (their first m_q samples: a run holding more from a larger budget keeps them unscored)."""
+    from zerogap.analysis.allocation import read_allocation
     from zerogap.store import RunStore
+    from zerogap.study.allocation import samples_drawn
 
     ids = [q.id for q in s.questions]
+    plan = None if allocation is None else read_allocation(allocation)
+    limit = None if plan is None else plan.samples
     base = out / "counts" / slug(s.spec.name)
     files = {}
     for label, run_dir in dirs.items():
         if label in ("greedy", "clean greedy"):
             continue
         target = base / f"{slug(label)}.jsonl"
-        _export_counts(run_dir, target, ids)
+        _export_counts(run_dir, target, ids, limit)
         files[label] = str(target.relative_to(out))
     control_files = {}
     for label, run_dir in controls.items():
         target = base / "controls" / f"{slug(label)}.jsonl"
-        _export_counts(run_dir, target, ids)
+        _export_counts(run_dir, target, ids, limit)
         control_files[label] = str(target.relative_to(out))
     design = out / "design" / f"{slug(s.spec.name)}.json"
     fingerprints = {}
@@ -209,6 +237,9 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
         "figure_runs": {k: str(dirs[k].relative_to(out)) for k in (PLAIN, "greedy")
                         if k in dirs},
         "ranks": str(ranks.relative_to(out)),
+        "allocation": None if plan is None or allocation is None else {
+            "plan": str(allocation.relative_to(out)),
+            "drawn": samples_drawn(plan, out / "runs", dirs, controls)},
     }
 
 
@@ -242,13 +273,17 @@ def _versions() -> dict[str, str]:
     return package_versions()
 
 
-def _export_counts(run_dir: Path, target: Path, ids: Sequence[str]) -> None:
+def _export_counts(run_dir: Path, target: Path, ids: Sequence[str],
+                   limit: Mapping[str, int] | None) -> None:
+    """``ids``' counts of ``run_dir`` into ``target``; a run sampled at a plan's m per question
+    (``m = "per question"``) counted on the first ``limit[q]`` samples of each."""
     from zerogap.io.counts import write_counts
     from zerogap.readout import run_counts
-    from zerogap.store import RunStore
+    from zerogap.store import PER_QUESTION, RunStore
 
     with RunStore(run_dir, create=False) as store:
-        rows = {r["id"]: r for r in run_counts(store)}
+        allocated = store.config().get("m") == PER_QUESTION
+        rows = {r["id"]: r for r in run_counts(store, limit if allocated else None)}
     missing = [q for q in ids if q not in rows]
     if missing:
         raise RuntimeError(f"{run_dir} lacks {len(missing)} questions after sampling")

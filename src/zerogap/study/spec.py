@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.score import ScoreSettings
-from zerogap.config import JsonConfig, bounds_text, same_field, shared_field
+from zerogap.config import FieldError, JsonConfig, bounds_text, same_field, shared_field
 from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
+from zerogap.study.executor import ExecutorName
 from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
@@ -160,6 +161,11 @@ class StudySpec(JsonConfig):
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
     ``sweep`` adds a setting per contamination variant after ``settings``.
+    ``budget`` or ``target_half_width`` allocates the strategies' samples by design
+    (:func:`zerogap.uncertainty.allocate_samples`, from the clean model's second batch and an
+    optional ``pilot``), each question its own m within ``min_samples .. max_samples``; the
+    clean model's two batches keep ``m``. ``executor`` and ``address`` say what runs the jobs
+    (:mod:`zerogap.study.executor`), not what they sample.
     """
 
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
@@ -185,6 +191,26 @@ class StudySpec(JsonConfig):
     resamples: int = same_field(ScoreSettings, "resamples")
     margin: float = same_field(ScoreSettings, "margin")
     level: float = same_field(ScoreSettings, "level")
+    # Allocation by design (zerogap.uncertainty.allocation): each strategy's m per question.
+    budget: float | None = field(default=None, metadata={
+        "help": "allocate the strategies' samples by design, this many per question and "
+                "strategy on average, where they decide SA-PPG (the clean model's batches "
+                "stay at m) (default: none, a uniform m)", "min": 1, "metavar": "X"})
+    target_half_width: float | None = field(default=None, metadata={
+        "help": "allocate the fewest samples whose predicted half-width of every strategy's "
+                "SA-PPG and every paired difference is at most this (needs a pilot) (default: "
+                "none)", "gt": 0, "max": 1, "metavar": "H"})
+    pilot: int = field(default=0, metadata={
+        "help": "an allocated study's pilot: samples per question of each strategy on a seed "
+                "of their own, never scored, that give each question's spread, the predicted "
+                "half-widths and what uniform m would cost (0: none)", "min": 0,
+        "max": 1 << 16, "metavar": "N"})
+    min_samples: int = field(default=1, metadata={
+        "help": "an allocated study's fewest samples of a question", "min": 1, "max": 1 << 16,
+        "metavar": "N"})
+    max_samples: int | None = field(default=None, metadata={
+        "help": "an allocated study's most samples of a question (default: 65536)", "min": 1,
+        "max": 1 << 16, "metavar": "N"})
     calibration_size: int = field(default=100, metadata={
         "help": "calibration questions: greedy accuracy on them gives the neurons' causal "
                 "score (a study takes half leaked, zerogap neurons the first ones not leaked)",
@@ -199,6 +225,14 @@ class StudySpec(JsonConfig):
     backend: str = field(default=DEFAULT_BACKEND, metadata={
         "help": "sampling engine: zerogap's transformers engine (hf) or vLLM (vllm); the runs "
                 "of each are kept apart", "choices": backend_names})
+    executor: ExecutorName = field(default="local", metadata={
+        "help": "what runs the jobs: worker threads of this process (local) or tasks on a Ray "
+                "cluster (ray; pip install -e '.[ray]'), whose every node reaches the study "
+                "folder and the models"})
+    address: str | None = field(default=None, metadata={
+        "help": "the Ray cluster to run on (read with executor ray only): auto (the one this "
+                "machine belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this "
+                "machine for the study)", "metavar": "ADDRESS"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -222,6 +256,37 @@ class StudySpec(JsonConfig):
         if self.backend not in backend_names():
             raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
+        self._check_allocation()
+
+    @property
+    def allocated(self) -> bool:
+        """Whether the strategies' samples are allocated by design (a budget or a target)."""
+        return self.budget is not None or self.target_half_width is not None
+
+    def _check_allocation(self) -> None:
+        """Refuse allocation settings that contradict each other, naming the field (the
+        command line names the flag typed)."""
+        def refuse(name: str, problem: str) -> None:
+            raise FieldError(type(self).__name__, name, problem)
+
+        if self.budget is not None and self.target_half_width is not None:
+            refuse("target_half_width", "and budget (--budget) are two ways to size the "
+                   "allocation: give one")
+        if self.target_half_width is not None and not self.pilot:
+            refuse("target_half_width", "needs a pilot of each strategy to predict "
+                   "half-widths: give pilot (--pilot N) too")
+        if not self.allocated:
+            for name in ("pilot", "min_samples", "max_samples"):
+                default = next(f.default for f in fields(self) if f.name == name)
+                if getattr(self, name) != default:
+                    refuse(name, "applies to an allocated study only: give budget (--budget) "
+                           "or target_half_width (--target-half-width) too")
+        if self.max_samples is not None and self.max_samples < self.min_samples:
+            refuse("max_samples", f"must be at least min_samples ({self.min_samples}), got "
+                   f"{self.max_samples}")
+        if self.budget is not None and self.budget < self.min_samples:
+            refuse("budget", f"must be at least min_samples ({self.min_samples}), got "
+                   f"{self.budget}")
 
     def labels(self) -> list[str]:
         """Strategy labels in table order, the ablation grid added (duplicates dropped)."""
@@ -366,6 +431,10 @@ def load_study(path: str | Path, *, notes: list[str] | None = None,
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         spec = StudySpec(settings=tuple(settings), sweep=sweep, **data)
+    except FieldError as err:
+        if overrides.get(err.field) is not None:  # a flag's value: the error names the flag
+            raise
+        raise DataError(f"{path}: {err}") from None
     except (TypeError, ValueError) as err:
         raise DataError(f"{path}: {err}") from None
     folder = None

@@ -26,8 +26,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from zerogap.study.executor import Node, Slot
+
+if TYPE_CHECKING:
+    from zerogap.engine.base import EngineOptions
 
 
 def default_workers(device: str, backend_exclusive: bool, threads: int | None = None) -> int:
@@ -117,20 +121,27 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
                 ready.wait()
             return None
 
+    begun = [threading.Event() for _ in range(workers)]
+    finished = [threading.Event() for _ in range(workers)]
+
     def work(worker: int) -> None:
-        while (item := take()) is not None:
-            try:
-                run(item, worker, lambda: len(running))
-            except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
+        begun[worker].set()
+        try:
+            while (item := take()) is not None:
+                try:
+                    run(item, worker, lambda: len(running))
+                except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
+                    with ready:
+                        running.discard(item)
+                        failed.append(err)
+                        ready.notify_all()
+                    return
                 with ready:
                     running.discard(item)
-                    failed.append(err)
+                    done.add(item)
                     ready.notify_all()
-                return
-            with ready:
-                running.discard(item)
-                done.add(item)
-                ready.notify_all()
+        finally:
+            finished[worker].set()
 
     # Daemon threads: an interrupted study exits without waiting for a run to end (each
     # question it stored stays stored; SQLite rolls back the one being written).
@@ -139,40 +150,57 @@ def run_side_by_side(outputs: Sequence[Path], reads: Sequence[Sequence[Path]],
     try:
         for thread in threads:
             thread.start()
-        _join(threads)
+        _join(finished)
     except KeyboardInterrupt:
         with ready:
             failed.append(KeyboardInterrupt())  # no item starts from here on
             ready.notify_all()
         interrupted()
-        _join(threads)
+        # A worker that has not begun (the Ctrl-C came while the workers started) takes no
+        # item from here on: only those that began can hold one.
+        _join([end for start, end in zip(begun, finished, strict=True) if start.is_set()])
         raise
     if failed:
         raise failed[0]
 
 
-def _join(threads: Sequence[threading.Thread]) -> None:
-    """Wait for ``threads`` in short waits: a Ctrl-C the kernel hands to a worker thread only
-    sets CPython's flag, which this thread reads when it wakes (a plain join sleeps through
-    it)."""
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+def _join(finished: Sequence[threading.Event]) -> None:
+    """Wait until every worker has ``finished``, in short waits: a Ctrl-C the kernel hands to
+    a worker thread only sets CPython's flag, which this thread reads when it wakes (a plain
+    wait sleeps through it). The workers' own events, not ``Thread.join``: a Ctrl-C that lands
+    in a join marks the thread joined as ended while it still runs (CPython 3.11's
+    ``_wait_for_tstate_lock`` releases the lock the running thread holds), and the jobs it
+    was to wait for would outlive the study."""
+    for event in finished:
+        while not event.wait(0.2):
+            pass
 
 
 class LocalThreads:
     """The default executor: ``width`` worker threads of this process (:func:`run_side_by_side`);
     side by side, each job runs on an even share of torch's threads among the jobs running,
-    retaken at each of its events, and an interrupt ends each at its next event."""
+    retaken at each of its events, and an interrupt ends each at its next event. A job's
+    events reach ``report`` at once, in its own thread."""
+
+    name = "local"
 
     def __init__(self, width: int) -> None:
         self.width = width
 
+    def check_engine(self, backend: str, options: EngineOptions) -> EngineOptions:
+        """:func:`zerogap.runs.check_engine` in this process: the jobs run here."""
+        from zerogap.runs import check_engine
+
+        return check_engine(backend, options)
+
     def run(self, nodes: Sequence[Node], job: Callable[[int, Slot], None], *,
+            report: Callable[[int, tuple], None] = lambda item, event: None,
             interrupted: Callable[[], None] = lambda: None) -> None:
         outputs, reads = [n.output for n in nodes], [n.reads for n in nodes]
         if self.width <= 1:  # in order, in this thread: its own Ctrl-C stops it
-            run_side_by_side(outputs, reads, lambda item, _, __: job(item, _Alone()), 1)
+            run_side_by_side(outputs, reads,
+                             lambda item, _, __: job(item, _Reported(_Alone(), item, report)),
+                             1)
             return
         import torch
 
@@ -185,7 +213,7 @@ class LocalThreads:
         def run(item: int, worker: int, running: Callable[[], int]) -> None:
             slot = _Share(worker, running, budget, stopping)
             slot.event()
-            job(item, slot)
+            job(item, _Reported(slot, item, report))
 
         def interrupt() -> None:
             stopping.set()
@@ -195,6 +223,25 @@ class LocalThreads:
             run_side_by_side(outputs, reads, run, self.width, interrupted=interrupt)
         finally:
             torch.set_num_threads(threads)  # MKL's count is process-wide: give it back
+
+
+@dataclass
+class _Reported:
+    """``slot`` as job ``item`` gets it: its events go to ``to`` at once, in its thread."""
+
+    slot: _Alone | _Share
+    item: int
+    to: Callable[[int, tuple], None]
+
+    @property
+    def index(self) -> int:
+        return self.slot.index
+
+    def event(self) -> None:
+        self.slot.event()
+
+    def report(self, *event: Any) -> None:
+        self.to(self.item, event)
 
 
 @dataclass

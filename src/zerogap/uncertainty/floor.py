@@ -40,7 +40,7 @@ def noise_floor(
     correct,
     samples,
     *,
-    other_samples: int | None = None,
+    other_samples: int | np.ndarray | None = None,
     bins: int = DEFAULT_BINS,
     n_sim: int = 2000,
     quantile: float = 0.95,

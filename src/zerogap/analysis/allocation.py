@@ -1,0 +1,122 @@
+"""An allocated study's plan as a file: each question's m and what it was computed from.
+
+An allocated study (``zerogap evaluate --budget`` or ``--target-half-width``) gives every
+strategy the same m per question, from :func:`zerogap.uncertainty.allocate_samples` on the
+clean model's second batch (and, optionally, a pilot of each strategy). The study writes the
+plan beside its runs, one file per setting (``allocation/<setting>.json``), and reuses it
+while its inputs stay the same: a resumed study and a strategy added later sample at the
+recorded m; a changed input (a raised budget) computes it again from the same batch. The report
+reads it back to state the allocation and to simulate the noise floor at the planned m.
+
+The file holds ``format``, ``inputs`` (what the plan was computed from: the clean batch's run,
+the questions, B, the budget or target, the bounds, the reference m, the pilot's seed, m and
+runs), ``samples`` (question id -> m), ``mean_samples``, ``level``, ``half_widths`` (predicted,
+each strategy's SA-PPG and each pair's difference; empty without a pilot) and
+``uniform_samples`` (the uniform m with the same largest predicted half-width; null without a
+pilot). Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zerogap.errors import DataError
+from zerogap.io.files import write_text
+from zerogap.io.jsonlines import read_json_object
+
+ALLOCATION_FORMAT = "zerogap-allocation"
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """One setting's allocation: ``samples`` maps each question id to every strategy's m.
+
+    ``inputs`` says what it was computed from (a plan is reused only while they are the
+    same); ``half_widths`` and ``uniform_samples`` are :class:`~zerogap.uncertainty.Allocation`'s
+    (empty and None without a pilot).
+    """
+
+    inputs: dict[str, Any]
+    samples: dict[str, int]
+    level: float
+    half_widths: dict[str, float] = field(default_factory=dict)
+    uniform_samples: int | None = None
+
+    @property
+    def mean_samples(self) -> float:
+        """Mean samples per question and strategy."""
+        return float(np.mean(list(self.samples.values())))
+
+    def vector(self, ids: Sequence[str]) -> np.ndarray:
+        """(N,) the m of each question of ``ids``, in that order."""
+        return np.array([self.samples[q] for q in ids], dtype=np.int64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": ALLOCATION_FORMAT, "inputs": self.inputs, "samples": self.samples,
+                "mean_samples": self.mean_samples, "level": self.level,
+                "half_widths": self.half_widths, "uniform_samples": self.uniform_samples}
+
+    def lines(self, spent: Mapping[str, int]) -> list[str]:
+        """Plain-text lines for the report: the rule and its inputs, the spread of m, the
+        samples each run drew (``spent``: run label -> samples, ``"pilot"`` the pilots' sum),
+        and what a uniform m of the same largest predicted half-width would have cost."""
+        inputs = self.inputs
+        m = np.array(list(self.samples.values()))
+        size = (f"budget {inputs['budget']:g} samples per question and strategy"
+                if inputs.get("budget") is not None else
+                f"target half-width {inputs['target_half_width']:g}")
+        pilot = inputs.get("pilot")
+        basis = "the clean model's second batch" + (
+            f" and a pilot of {pilot['m']} samples per question of each strategy (seed "
+            f"{pilot['seed']}, not scored)" if pilot else "")
+        out = [f"allocation: {size}, by design from {basis} (B = {inputs['bins']}); each "
+               f"strategy samples question q m_q times, m_q from {m.min()} to {m.max()} "
+               f"(median {np.median(m):g}, mean {m.mean():.2f}); the clean model's batches "
+               f"at m = {inputs['reference_m']}"]
+        drawn = ", ".join(f"{label} {n:,}" for label, n in spent.items())
+        out.append(f"  samples drawn: {drawn}")
+        strategies = len([k for k in spent if k not in ("clean", "clean, 2nd batch", "pilot")])
+        if self.uniform_samples is None:
+            out.append("  uniform m for the same half-width: not estimated (needs a pilot)")
+        else:
+            widest = max(self.half_widths.values())
+            uniform = self.uniform_samples * len(m)
+            out.append(f"  uniform m for the same largest predicted half-width ({widest:.4f}): "
+                       f"{self.uniform_samples}, {uniform:,} samples per strategy against "
+                       f"{int(m.sum()):,} allocated ({int(m.sum()) / uniform:.2f} of uniform's; "
+                       f"{strategies} strategies sampled)")
+        return out
+
+
+def write_allocation(path: Path, plan: AllocationPlan) -> None:
+    """Write ``plan`` to ``path`` in one step (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps(plan.to_dict(), indent=1) + "\n")
+
+
+def read_allocation(path: Path) -> AllocationPlan:
+    """The plan in ``path``; :class:`~zerogap.errors.DataError` naming the file and the key
+    when it is not one."""
+    data = read_json_object(path, "allocation file")
+    if data.get("format") != ALLOCATION_FORMAT:
+        raise DataError(f"{path}: not a zerogap allocation file (format "
+                        f"{ALLOCATION_FORMAT!r} expected)")
+    samples = data.get("samples")
+    if not isinstance(samples, dict) or not samples or not all(
+            isinstance(m, int) and not isinstance(m, bool) and m >= 1
+            for m in samples.values()):
+        raise DataError(f"{path}: key samples: expected question ids mapped to integers >= 1")
+    inputs, widths = data.get("inputs"), data.get("half_widths") or {}
+    level, uniform = data.get("level"), data.get("uniform_samples")
+    if not isinstance(inputs, dict) or not isinstance(widths, dict) \
+            or not isinstance(level, int | float) \
+            or not (uniform is None or isinstance(uniform, int)):
+        raise DataError(f"{path}: keys inputs, half_widths, level, uniform_samples: expected "
+                        "an object, an object, a number and an integer or null")
+    return AllocationPlan(inputs, samples, level, widths, uniform)

@@ -1,0 +1,152 @@
+"""An allocated study's plan: each question's m, computed once the clean model's second batch
+(and the strategies' pilots) are sampled (issue 48; :mod:`zerogap.uncertainty.allocation`).
+
+The plan is a cheap job of the setting's job graph (:mod:`zerogap.study.plan`): it reads the
+second clean batch, so the executor runs it once that batch is stored, and every allocated
+strategy's run reads the plan, so none samples before it. It is recorded beside the runs
+(:mod:`zerogap.analysis.allocation`) with the inputs it was computed from:
+
+* the same inputs again (a resumed study, a strategy added later): the recorded plan is used
+  as it is, so every strategy samples at the same m;
+* other inputs (a raised budget, another target, B or bound): computed again from the same
+  clean batch; a larger budget only ever adds samples to a question (the rule's scale grows),
+  so the runs sample only what they lack.
+
+Sampling order, so that no sample the estimate scores chose the allocation: the clean model's
+reference batch (seed ``seed``) and second batch (``seed + 1``) at m, the pilots (``seed + 3``,
+never scored), the plan, then each strategy's samples ``0 .. m_q - 1`` of its seed
+(``seed + 2``), the very samples a uniform run of that seed draws there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from zerogap.analysis.allocation import AllocationPlan, read_allocation, write_allocation
+from zerogap.errors import DataError, UserError
+from zerogap.study.settings import Setting
+from zerogap.study.spec import StudySpec
+
+PILOT_SEED = 3
+"""The pilots' seed, relative to the study's: the clean batches draw on ``seed`` and
+``seed + 1`` and the strategies on ``seed + 2``, so no pilot shares noise with a scored run."""
+MAX_SAMPLES = 1 << 16
+"""The most samples of a question when the study sets no ``max_samples`` (a run's m bound)."""
+
+
+def plan_inputs(study: StudySpec, s: Setting, repeat: Path, pilots: Mapping[str, Path]
+                ) -> dict[str, Any]:
+    """What setting ``s``'s plan is computed from: the second clean batch's run (``repeat``),
+    its questions, B, the budget or target, the bounds, the level, the reference batch's m and
+    the pilots' seed, m and runs (label -> run directory)."""
+    ids = [q.id for q in s.questions]
+    return {
+        "rule": "neyman", "clean_batch": repeat.name, "questions": len(ids),
+        "question_ids": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16],
+        "bins": study.scoring().resolved_bins(len(ids)), "budget": study.budget,
+        "target_half_width": study.target_half_width, "min_samples": study.min_samples,
+        "max_samples": study.max_samples or MAX_SAMPLES, "level": study.level,
+        "reference_m": study.m,
+        "pilot": {"seed": study.seed + PILOT_SEED, "m": study.pilot,
+                  "runs": {label: path.name for label, path in pilots.items()}}
+        if pilots else None,
+    }
+
+
+def recorded_plan(path: Path, inputs: Mapping[str, Any]) -> AllocationPlan | None:
+    """The plan recorded at ``path`` if it was computed from ``inputs``; None when there is
+    none, it came from other inputs, or it cannot be read (derived data: computed again)."""
+    if not path.is_file():
+        return None
+    try:
+        plan = read_allocation(path)
+    except DataError:
+        return None
+    return plan if plan.inputs == json.loads(json.dumps(inputs)) else None
+
+
+def allocate_setting(path: Path, study: StudySpec, s: Setting, repeat: Path,
+                     pilots: Mapping[str, Path]) -> AllocationPlan:
+    """Setting ``s``'s plan, recorded at ``path``: the recorded one while its inputs are the
+    same, else :func:`~zerogap.uncertainty.allocate_samples` on the second clean batch
+    (``repeat``) and the pilots' counts (label -> run), written there.
+
+    A target the clean batch's own noise (or ``max_samples``) puts out of reach is a
+    :class:`~zerogap.errors.UserError` naming the setting.
+    """
+    import numpy as np
+
+    from zerogap.uncertainty import allocate_samples
+
+    inputs = plan_inputs(study, s, repeat, pilots)
+    kept = recorded_plan(path, inputs)
+    if kept is not None:
+        return kept
+    ids = [q.id for q in s.questions]
+    clean = _counts(repeat, ids)
+    pilot = [_counts(run, ids) for run in pilots.values()]
+    try:
+        plan = allocate_samples(
+            clean[0], clean[1],
+            np.stack([c for c, _ in pilot]) if pilot else None,
+            np.stack([m for _, m in pilot]) if pilot else None,
+            budget=study.budget, target_half_width=study.target_half_width,
+            names=list(pilots), bins=inputs["bins"], level=study.level,
+            min_samples=study.min_samples, max_samples=inputs["max_samples"],
+            reference_samples=study.m)
+    except ValueError as err:
+        raise UserError(f"setting {s.spec.name}: {err}") from None
+    recorded = AllocationPlan(inputs, {q: int(m) for q, m in zip(ids, plan.samples, strict=True)},
+                              plan.level, plan.half_widths, plan.uniform_samples)
+    write_allocation(path, recorded)
+    return recorded
+
+
+def _counts(run_dir: Path, ids: Sequence[str]):
+    """(correct, samples) of ``ids`` in ``run_dir``, each (N,), under the run's readout."""
+    import numpy as np
+
+    from zerogap.readout import run_counts
+    from zerogap.store import RunStore
+
+    with RunStore(run_dir, create=False) as store:
+        rows = {r["id"]: r for r in run_counts(store)}
+    return (np.array([rows[q]["correct"] for q in ids]),
+            np.array([rows[q]["samples"] for q in ids]))
+
+
+def shortfall(run_dir: Path, plan: Mapping[str, int]) -> tuple[int, int]:
+    """``(questions, samples)`` that ``run_dir`` lacks of ``plan`` (question id -> m)."""
+    from zerogap.store import DB_NAME, RunStore
+
+    stored: dict[str, int] = {}
+    if (run_dir / DB_NAME).exists():
+        with RunStore(run_dir, create=False) as store:
+            stored = store.sample_counts()
+    lacking = [m - stored.get(q, 0) for q, m in plan.items() if stored.get(q, 0) < m]
+    return len(lacking), sum(lacking)
+
+
+def samples_drawn(plan: AllocationPlan, runs: Path, dirs: Mapping[str, Path],
+                  controls: Mapping[str, Path]) -> dict[str, int]:
+    """Samples each run of an allocated setting holds, by label (greedy decodes and filters,
+    which draw none of their own, left out; controls as ``"LABEL on the clean model"``), and
+    ``"pilot"``: the pilots' sum (``runs``: the study's run folder)."""
+    from zerogap.store import RunStore
+
+    def drawn(run_dir: Path) -> int | None:
+        with RunStore(run_dir, create=False) as store:
+            if "samples_of" in store.config():
+                return None
+            return sum(store.sample_counts().values())
+
+    named = {label: d for label, d in dirs.items() if label not in ("greedy", "clean greedy")}
+    named.update({f"{label} on the clean model": d for label, d in controls.items()})
+    out = {label: n for label, d in named.items() if (n := drawn(d)) is not None}
+    pilot = plan.inputs.get("pilot") or {"runs": {}}
+    out["pilot"] = sum(drawn(runs / name) or 0 for name in pilot["runs"].values())
+    return out
