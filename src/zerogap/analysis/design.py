@@ -50,9 +50,10 @@ unleaked questions, ``r_cl'`` the clean model's second batch: under "M_co behave
 there", ``r_co - r_cl`` is another such difference. Each criterion is reported met or
 not; a study goes on either way.
 
-Torch-free: the model's tokenizer comes in as a function. The study (:mod:`zerogap.study.run`)
-gathers the runs' texts and counts and writes the result beside its runs; the report reads it
-back.
+Torch-free: the model's tokenizer comes in as a function. The study's design-check job
+(:func:`zerogap.study.checks.design_checks`) gathers the runs' texts and counts and writes the
+result beside its runs; the report reads it back, and the findings' preconditions
+(:data:`zerogap.analysis.findings.PRECONDITIONS`) name these criteria by their keys.
 """
 
 from __future__ import annotations
