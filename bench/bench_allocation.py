@@ -253,7 +253,7 @@ def wall(args) -> None:
     print(f"embedded SmolLM2-135M on arith: {args.questions} questions, Identity and RailCap; "
           f"uniform m = {args.m} against a budget of {budget} ({args.share} of m); "
           f"max_new_tokens {args.max_new_tokens}, batch size {args.batch_size}, "
-          f"{args.workers} worker(s), dtype {args.dtype}")
+          f"{args.workers or 'the default'} worker(s), dtype {args.dtype}")
     for repeat in range(args.repeat):
         order = ("uniform", "allocated") if repeat % 2 == 0 else ("allocated", "uniform")
         found = {kind: study_wall(kind, args.questions, args.m,
