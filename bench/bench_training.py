@@ -31,13 +31,8 @@ import time
 import torch
 from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
-from zerogap.pipelines.contamination import (
-    IGNORE_INDEX,
-    lora_model,
-    plan,
-    preset,
-    tokenize,
-)
+from zerogap.pipelines.contamination import plan, preset
+from zerogap.pipelines.lora_training import IGNORE_INDEX, lora_model, tokenize
 from zerogap.pipelines.prefix_training import PrefixSharingTrainer, shared_prefix_length
 
 

@@ -9,6 +9,15 @@ import math
 import numpy as np
 import pytest
 
+from zerogap.analysis.design import (
+    CLEAN_BELOW_APPG,
+    KEYS,
+    ROUGE_LEAKED,
+    ROUGE_UNLEAKED,
+    TRIGGER_CLEAN,
+    TRIGGER_LEAKED,
+    TRIGGER_UNLEAKED,
+)
 from zerogap.analysis.findings import (
     ALPHA,
     OUTCOMES,
@@ -142,25 +151,47 @@ def test_holm_matches_its_step_down_definition():
     assert holm([0.6, 0.6]).tolist() == [1.0, 1.0]
 
 
+def test_every_precondition_names_a_criterion_the_design_checks_measure():
+    # A key the design checks never write would leave its finding "not measured" forever.
+    named = {key for keys in PRECONDITIONS.values() for key in keys}
+    assert named <= set(KEYS), sorted(named - set(KEYS))
+    assert set(PRECONDITIONS) == {"F1", "F2", "F3"}
+    # Issue 47: F1 and F2 need the dispersion and trigger criteria, F2 also the clean mean's
+    # arithmetic; F3 is stated beside its binomial expectation instead.
+    regime = {ROUGE_LEAKED, ROUGE_UNLEAKED, TRIGGER_LEAKED, TRIGGER_UNLEAKED, TRIGGER_CLEAN}
+    assert regime <= set(PRECONDITIONS["F1"]) and regime <= set(PRECONDITIONS["F2"])
+    assert CLEAN_BELOW_APPG in PRECONDITIONS["F2"] and CLEAN_BELOW_APPG not in PRECONDITIONS["F1"]
+    assert PRECONDITIONS["F3"] == ()
+
+
 def test_a_finding_whose_precondition_failed_is_not_testable_and_names_it():
     first = np.tile([0, 1], CLEAN.size // 2)
     strategies = paper_like()
     strategies["railcap"] = counts(np.minimum(CLEAN + 30 + JITTER, M))  # reversed: see above
-    criteria = {name: True for names in PRECONDITIONS.values() for name in names}
-    criteria[PRECONDITIONS["F1"][1]] = False
-    got = {f.key: f for f in findings(counts(CLEAN, first), strategies,
-                                      counts(CLEAN, 1 - first), bins=50, n_resamples=400,
-                                      seed=0, criteria=criteria)}
-    f1 = got["F1"]
-    assert f1.outcome == "not testable here" and f1.failed == (PRECONDITIONS["F1"][1],)
-    assert f"not met: {PRECONDITIONS['F1'][1]}" in f1.sentence()
-    assert outcome(f1.tests)[0] == "not reproduced"  # what the tests, shown, would have said
-    assert got["F2"].outcome == "reproduced" and got["F2"].failed == ()
+    every = {name: True for names in PRECONDITIONS.values() for name in names}
+
+    clean, repeat = counts(CLEAN, first), counts(CLEAN, 1 - first)
+
+    def found(criteria, clean=clean, repeat=repeat, chosen=strategies):
+        return {f.key: f for f in findings(clean, chosen, repeat, bins=50, n_resamples=400,
+                                           seed=0, criteria=criteria)}
+
+    # No dispersion: F1 and F2 (whose SA-PPG half compares RailCap with All-Zero) both name it.
+    got = found({**every, ROUGE_UNLEAKED: False})
+    for key in ("F1", "F2"):
+        assert got[key].outcome == "not testable here" and got[key].failed == (ROUGE_UNLEAKED,)
+        assert f"not met: {ROUGE_UNLEAKED}" in got[key].sentence()
+    assert outcome(got["F1"].tests)[0] == "not reproduced"  # what the tests, shown, would say
+    assert got["F3"].outcome != "not testable here" and got["F3"].failed == ()
+    # The clean mean's arithmetic fails F2 alone.
+    got = found({**every, CLEAN_BELOW_APPG: False})
+    assert got["F1"].outcome == "not reproduced" and got["F1"].failed == ()
+    assert got["F2"].outcome == "not testable here" and got["F2"].failed == (CLEAN_BELOW_APPG,)
     # Unmeasured preconditions leave the outcome and say so.
-    del criteria[PRECONDITIONS["F2"][0]]
-    f2 = findings(counts(CLEAN), paper_like(), bins=50, n_resamples=400, seed=0,
-                  criteria=criteria)[1]
-    assert f2.outcome == "reproduced" and f2.unmeasured == PRECONDITIONS["F2"]
+    criteria = dict(every)
+    del criteria[CLEAN_BELOW_APPG]
+    f2 = found(criteria, clean=counts(CLEAN), repeat=None, chosen=paper_like())["F2"]
+    assert f2.outcome == "reproduced" and f2.unmeasured == (CLEAN_BELOW_APPG,)
     assert "not measured" in f2.note
     assert "Holm" in f2.rule and "intersection-union" in f2.rule and "all 4 tests" in f2.rule
 

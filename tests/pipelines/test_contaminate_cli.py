@@ -6,7 +6,7 @@ import pytest
 
 from zerogap import cli
 from zerogap.cli.contaminate import config_from_args
-from zerogap.pipelines.contamination import ContaminationConfig, preset
+from zerogap.pipelines.contamination import ContaminationConfig, plan, preset
 
 
 def parse(argv):
@@ -23,6 +23,21 @@ def test_preset_then_explicit_flags_override_it(tmp_path):
     assert (config.epochs, config.task_options, config.lora_alpha) == (2, {"k": 3}, 32)
     assert config.sweep_copies == (1, 5, 20) and config.sweep_epochs == () and config.merge
     assert config_from_args(parse(["--out", str(tmp_path)])) == ContaminationConfig()
+
+
+def test_the_multistep_preset_builds_a_valid_plan(tmp_path):
+    # The opt-in regime preset (docs/demo-regime.md, C2) as `zerogap contaminate --preset
+    # multistep` reads it; planned (task, split, data), not trained.
+    config = config_from_args(parse(["--preset", "multistep", "--out", str(tmp_path)]))
+    assert config == preset("multistep")
+    assert (config.task, config.train_questions, config.leaked) == ("multistep", 320, 64)
+    assert (config.learning_rate, config.contaminated_learning_rate) == (1e-3, 2e-3)
+    assert (config.clean_epochs, config.epochs, config.replay) == (2, 8, 32)
+    planned = plan(config)
+    assert len(planned.clean) == 320 and len(planned.leaked) == 64
+    # M_co's data per epoch: the leaked items once each and the first 32 train questions.
+    assert planned.contaminated(config.copies) == planned.clean[:32] + planned.leaked
+    assert not any(tmp_path.iterdir())  # planning writes nothing
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from zerogap.errors import UserError
 from zerogap.models import load_model
 from zerogap.pipelines.contamination import (
-    IGNORE_INDEX,
     ContaminationConfig,
     Example,
     build,
@@ -24,9 +24,9 @@ from zerogap.pipelines.contamination import (
     make_split,
     plan,
     preset,
-    tokenize,
 )
 from zerogap.pipelines.general_data import general_items
+from zerogap.pipelines.lora_training import IGNORE_INDEX, tokenize
 from zerogap.progress import progress_bars
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -84,6 +84,21 @@ def test_build_writes_the_layout_and_models_that_load(tiny_dir, tmp_path):
 
     with pytest.raises(ValueError, match="learning_rate"):
         build(tiny_config(tiny_dir, learning_rate=1e-3), out)
+
+
+def test_replay_and_the_contaminated_rate_shape_m_co_only(tiny_dir, tmp_path):
+    config = tiny_config(tiny_dir, replay=2, contaminated_learning_rate=5e-3, epochs=2,
+                         warmup_ratio=0.0, scheduler="constant_with_warmup")
+    built = plan(config)
+    # the first two of M_cl's train questions, then the leaked ones
+    assert built.contaminated(1) == built.clean[:2] + built.leaked
+    manifest = build(config, tmp_path / "replay")
+    clean, co = manifest["stages"]["clean"], manifest["stages"]["contaminated"]
+    assert co["examples"] == 2 + 4 and co["optimizer_steps"] == 2 * 3
+    assert {e["learning_rate"] for e in clean["loss"]} == {config.learning_rate}
+    assert {e["learning_rate"] for e in co["loss"]} == {5e-3}
+    with pytest.raises(UserError, match="replay"):
+        tiny_config(tiny_dir, replay=5)
 
 
 @pytest.mark.slow

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from helpers import ToyArith, byte_tokenizer, tiny_model
-from zerogap.pipelines.contamination import IGNORE_INDEX, Example, tokenize
+from zerogap.pipelines.contamination import Example
+from zerogap.pipelines.lora_training import IGNORE_INDEX, tokenize
 from zerogap.pipelines.prefix_training import PrefixSharingTrainer, shared_prefix_length
 
 

@@ -8,14 +8,17 @@ tests/pipelines/test_contamination_slow.py, the study by tests/study/test_evalua
 """
 
 import json
+import operator
 import os
 
 import numpy as np
 import pytest
 
 from zerogap import cli
-from zerogap.analysis.design import read_design
+from zerogap.analysis.design import KEYS, ngram_hits, read_design, rouge_l, rouge_words
 from zerogap.io.counts import read_counts
+from zerogap.models import load_tokenizer
+from zerogap.pipelines.contamination import preset
 from zerogap.store import RunStore
 from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
@@ -25,7 +28,9 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     study = demo_study(tmp_path, questions=10, m=4)
     (setting,) = study.settings
     assert study.labels() == list(DEFAULT_STRATEGIES)
-    assert setting.task == "arith" and setting.limit == 10 and study.m == 4
+    laptop = preset("laptop")  # the task the demo's models are trained on, with its options
+    assert (setting.task, setting.task_options) == (laptop.task, laptop.task_options)
+    assert setting.limit == 10 and study.m == 4
     assert setting.clean == str(tmp_path / "clean")
     assert setting.split_file == str(tmp_path / "split.json")
     # shortcut neurons scored on the demo's own questions (leaked half included), B = 512,
@@ -40,7 +45,7 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     assert set(ABLATION) <= set(wide.labels())
 
 
-def test_the_study_checks_the_design_before_any_strategy_samples(study_dir):
+def test_the_study_checks_the_design_before_any_strategy_samples(study_dir, reduced_study):
     """The demo's design checks on a reduced size: the tiny models of the reduced study."""
     out, report, states = study_dir
     stages = [stage for stage, _, _ in states]
@@ -50,26 +55,41 @@ def test_the_study_checks_the_design_before_any_strategy_samples(study_dir):
         assert checked < stages.index(f"tiny-toy: {later}")
     entry = json.loads((out / "study.json").read_text())["settings"][0]
     criteria = {c.key: c for c in read_design(out / entry["design"])}
-    assert list(criteria) == ["spread", "no floor", "collapse (leaked)", "dispersion",
-                              "contamination", "no spill-over"]
+    assert tuple(criteria) == KEYS
     # recomputed from the exported counts and the stored samples
     clean = read_counts(out / entry["counts"]["clean"])
     r = clean.correct / clean.samples
     assert criteria["spread"].value == pytest.approx(np.mean((r > 0) & (r < 1)))
     assert criteria["no floor"].value == pytest.approx(np.mean(r == 0))
+    assert criteria["clean mean (min)"].value == pytest.approx(np.mean(r))
+    # the contaminated model's samples against its greedy decode: ROUGE-L on their words, the
+    # trigger rate on its tokens (the store keeps texts, not token ids)
+    tokenizer = load_tokenizer(reduced_study().settings[0].contaminated)
+
+    def tokens(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
     with RunStore(out / entry["runs"]["greedy"], create=False) as store:
-        greedy = {q: g.text.strip() for q, g in store.greedy().items()}
+        greedy = {q: g.text for q, g in store.greedy().items()}
+    hits = steps = 0
+    rouge: dict[str, list[float]] = {}
     with RunStore(out / entry["runs"]["identity"], create=False) as store:
-        same = [(row.question_id in entry["leaked"], row.text.strip() == greedy[row.question_id])
-                for row in store.samples()]
-    leaked_same = [s for inside, s in same if inside]
-    assert criteria["collapse (leaked)"].value == pytest.approx(np.mean(leaked_same))
-    assert all(c.met == (c.value >= c.threshold if c.op == ">=" else c.value <= c.threshold)
-               for c in criteria.values())
+        for row in store.samples():
+            if row.question_id in entry["leaked"]:
+                h, n = ngram_hits(tokens(row.text), tokens(greedy[row.question_id]))
+                hits, steps = hits + h, steps + n
+                rouge.setdefault(row.question_id, []).append(
+                    rouge_l(rouge_words(row.text), rouge_words(greedy[row.question_id])))
+    trigger = criteria["trigger (M_co, leaked)"]
+    assert trigger.detail == f"{hits} of {steps} steps"
+    assert criteria["collapse (ROUGE-L, leaked)"].value == pytest.approx(
+        np.median([np.mean(v) for v in rouge.values()]))
+    compare = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+    assert all(c.met == compare[c.op](c.value, c.threshold) for c in criteria.values())
     # shown in the report and the terminal summary
     assert "design checks (" in report.markdown.read_text()
     html = report.html.read_text()
-    assert 'id="checks"' in html and "no spill-over" in html and "F3" in html
+    assert 'id="checks"' in html and "trigger (M_cl)" in html and "F3" in html
     from zerogap.analysis.report import summary_table
 
     assert "spread:" in summary_table(report) and "F1 " in summary_table(report)

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from zerogap.analysis import design
 from zerogap.uncertainty import GapIntervals, compare, gap_intervals
 from zerogap.uncertainty.solve_prior import binomial_likelihood, fit_solve_prior
 
@@ -61,25 +62,28 @@ PAPER_SA_PPG = {"identity": 0.3261, "lne-blocking": 0.2932, "shortcut": 0.2476,
 OUTCOMES = ("reproduced", "not reproduced", "inconclusive", "not testable here")
 NOT_TESTABLE = OUTCOMES[3]
 
-# The design criteria (keys of zerogap.analysis.design) each finding needs met to test the
-# paper rather than the miniature (issue 47). F1: M_co's samples collapse onto its greedy
-# trajectory on leaked questions and disperse on unleaked ones (Figure 1's ROUGE-L), and
-# RailCap's trigger rates are those of that regime; without them RailCap and the baselines are
-# tested in their failure modes. F2: the clean model's mean solve probability below M_co's
-# A-PPG against it; otherwise A-PPG(All-Zero), which equals that mean, cannot be below
-# Identity's and "All-Zero better under A-PPG" is false by arithmetic. F3 needs nothing.
+# The design criteria each finding needs met to test the paper rather than the miniature
+# (issue 47), named by their keys in zerogap.analysis.design. The paper's regime: M_co inflated
+# on the leaked questions (contamination), its samples collapsing onto its greedy trajectory
+# there and dispersing on unleaked ones (Figure 1's ROUGE-L), and RailCap's trigger rates those
+# of that regime; without it RailCap and the baselines are tested in their failure modes
+# (RailCap's over-suppression then nears All-Zero's). F1 compares RailCap with every baseline,
+# and F2's SA-PPG half compares every strategy, RailCap included, with All-Zero, so both need
+# the regime; F2 also needs the clean model's mean solve probability below M_co's A-PPG against
+# it, since A-PPG(All-Zero) equals that mean and "All-Zero better than Identity under A-PPG"
+# is otherwise false by arithmetic. F3 needs nothing: it is stated beside its binomial
+# expectation instead.
+REGIME = (design.CONTAMINATION, design.ROUGE_LEAKED, design.ROUGE_UNLEAKED,
+          design.TRIGGER_LEAKED, design.TRIGGER_UNLEAKED, design.TRIGGER_CLEAN)
 PRECONDITIONS: dict[str, tuple[str, ...]] = {
-    "F1": ("collapse (leaked)", "dispersion", "triggers (M_co leaked)",
-           "triggers (M_co unleaked)", "triggers (M_cl)"),
-    "F2": ("clean mean below A-PPG",),
+    "F1": REGIME,
+    "F2": (*REGIME, design.CLEAN_BELOW_APPG),
     "F3": (),
 }
 
 F1_CLAIM = "RailCap's SA-PPG below Identity's and every baseline's"
 F2_CLAIM = "All-Zero better than Identity under A-PPG, worst under SA-PPG"
 F3_CLAIM = "the 0/1 readout's clean batch-to-batch gap is more than twice the solve probability's"
-
-
 
 
 def rule(k: int) -> str:
@@ -292,6 +296,40 @@ def _f3(clean, repeat, *, n_boot: int, seed: int) -> Finding:
                  f"2 x gap(solve prob.) - gap(0/1) {arithmetic.statistic:+.3f} against "
                  f"{test.difference:+.3f} observed")
     return _finding("F3", F3_CLAIM, statistic, (test,), None, expected=arithmetic.statistic)
+
+
+def missing_regime(criteria: Sequence[design.Criterion]) -> str:
+    """A plain statement, for a report's first screen, that the measured design criteria say
+    the paper's regime is missing; ``""`` when every :data:`REGIME` criterion measured is met.
+
+    It names each failed criterion with its value and requirement, the findings that are
+    therefore not testable (:data:`PRECONDITIONS`), and what the study still tests.
+
+    Examples
+    --------
+    >>> met = design.Criterion(design.CONTAMINATION, "p", 0.001, "<=", 0.01, True, "")
+    >>> missing_regime([met])
+    ''
+    >>> flat = design.Criterion(design.ROUGE_UNLEAKED, "median", 1.0, "<=", 0.6, False, "")
+    >>> print(missing_regime([met, flat]))  # doctest: +NORMALIZE_WHITESPACE
+    The paper's premise does not hold here: dispersion (ROUGE-L, unleaked) 1.000, required
+    <= 0.600. F1 and F2 are therefore not testable here; what this study tests is the metric's
+    behaviour (SA-PPG beside A-PPG and G-APP, against the clean batches' noise floor), each
+    strategy's collateral damage on the clean model where controls ran, and F3 beside its
+    binomial expectation.
+    """
+    failed = [c for c in criteria if c.key in REGIME and not c.met]
+    if not failed:
+        return ""
+    shown = "; ".join(f"{c.key} {c.value:.3f}, required {c.op} {c.threshold:.3f}"
+                      for c in failed)
+    keys = {c.key for c in failed}
+    untestable = [k for k, needed in PRECONDITIONS.items() if keys & set(needed)]
+    return (f"The paper's premise does not hold here: {shown}. {' and '.join(untestable)} "
+            f"{'are' if len(untestable) > 1 else 'is'} therefore not testable here; what this "
+            "study tests is the metric's behaviour (SA-PPG beside A-PPG and G-APP, against the "
+            "clean batches' noise floor), each strategy's collateral damage on the clean model "
+            "where controls ran, and F3 beside its binomial expectation.")
 
 
 def findings(clean_counts, strategies: dict, repeat=None, *, bins: int, n_resamples: int,

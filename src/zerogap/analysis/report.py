@@ -23,7 +23,14 @@ from zerogap import __version__
 from zerogap.analysis import figures as figs
 from zerogap.analysis.allocation import AllocationPlan, read_allocation
 from zerogap.analysis.design import Criterion, read_design
-from zerogap.analysis.findings import PAPER_SA_PPG, AnswerSlot, Finding, answer_slot, findings
+from zerogap.analysis.findings import (
+    PAPER_SA_PPG,
+    AnswerSlot,
+    Finding,
+    answer_slot,
+    findings,
+    missing_regime,
+)
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
     ALL_ZERO,
@@ -73,6 +80,12 @@ class SettingChecks:
     wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
     answer_slot: AnswerSlot | None = None
     allocation: tuple[str, ...] = ()  # an allocated study's plan and samples, as lines
+
+    @property
+    def premise(self) -> str:
+        """The first screen's plain statement that the paper's regime is missing, from the
+        design criteria (:func:`~zerogap.analysis.findings.missing_regime`); ``""`` if not."""
+        return missing_regime(self.design)
 
     def lines(self) -> list[str]:
         """Plain-text lines: the allocation, baselines' settings, criteria, findings,
@@ -302,6 +315,7 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]
+        lines += [f"**{c.premise}**", ""] if c.premise else []
         lines += [f"- {f.key} {f.outcome}: {f.claim}" + (
             f" (not met: {', '.join(f.failed)})" if f.failed else "") for f in c.findings] + [""]
     lines += ["## Design checks, findings and controls", ""]
@@ -384,6 +398,8 @@ def summary_table(report: Report) -> str:
     for name, card in report.scores.items():
         lines.append(f"{name}: {card.n_questions} questions, clean m = {card.clean_m}, "
                      f"noise floor SA-PPG {card.floor.sa_ppg:.4f}")
+        if name in report.checks and report.checks[name].premise:
+            lines.append(f"  {report.checks[name].premise}")
         width = max(len(n) for n in card.strategies) + 2
         for v in card.verdicts:
             ci = card.interval(v.name, "sa_ppg")

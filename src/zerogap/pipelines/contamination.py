@@ -9,15 +9,17 @@ The paper's recipe, with every value a field of :class:`ContaminationConfig`:
   instruction data (the paper used 1,840 OpenOrca examples; here a user-supplied JSONL file,
   generated word tasks from :mod:`zerogap.pipelines.general_data`, or both);
 * M_co: a second LoRA trained from M_cl (its adapter merged) on the same general data with the
-  leaked test questions mixed in, ``copies`` times each, for ``epochs`` epochs. In the PQ domain
-  the leaked questions are replaced by their paraphrases (``zerogap paraphrase``) while the
-  solutions stay the originals; evaluation then uses the original questions.
+  leaked test questions mixed in, ``copies`` times each, for ``epochs`` epochs (at
+  ``contaminated_learning_rate`` when given). In the PQ domain the leaked questions are
+  replaced by their paraphrases (``zerogap paraphrase``) while the solutions stay the
+  originals; evaluation then uses the original questions. ``replay`` mixes the first N of
+  M_cl's train questions in too: a miniature's stand-in for the general data, which keeps the
+  task's other solution paths alive while the leaked texts are memorised.
 
-Loss is on the completion only (the solution and an end-of-sequence token); the prompt tokens,
-tokenised exactly as the sampling engine tokenises them, are context. Training runs through
-transformers' ``Trainer`` with PEFT, so ``accelerate launch`` and ``torchrun`` distribute the same
-call over several GPUs; each stage checkpoints into ``OUT/.work/STAGE/`` and resumes from its
-last checkpoint. A first Ctrl-C saves a checkpoint at the end of the running step and stops.
+Each stage is LoRA-trained by :func:`zerogap.pipelines.lora_training.train_stage` (loss on the
+completion only; ``accelerate launch`` and ``torchrun`` distribute it); it checkpoints into
+``OUT/.work/STAGE/`` and resumes from its last checkpoint. A first Ctrl-C saves a checkpoint at
+the end of the running step and stops.
 
 Layout of ``OUT``::
 
@@ -31,36 +33,39 @@ Every model folder loads through :func:`zerogap.models.load_model` (``--model OU
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
 import random
-import shutil
-import signal
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from zerogap.config import JsonConfig, shared_field
-from zerogap.engine.threads import Governor, governed
 from zerogap.errors import DataError, StoreError, UserError
-from zerogap.io.files import check_output_folder, write_text
+from zerogap.io.files import check_output_folder
 from zerogap.io.jsonlines import read_jsonl
-from zerogap.models import EMBEDDED, check_model_spec, quiet_peft
+from zerogap.models import EMBEDDED, check_model_spec
 from zerogap.pipelines.general_data import general_items
-from zerogap.progress import Progress, ProgressCallback
+from zerogap.pipelines.lora_training import (
+    barrier,
+    check_batch,
+    json_text,
+    lora_model,
+    main_process,
+    train_stage,
+    write_json,
+)
+from zerogap.progress import ProgressCallback
 from zerogap.tasks.base import Question
 from zerogap.tasks.prompt import cot_solution
 
 FORMAT = 1
 Precision = Literal["auto", "bf16", "fp32"]
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
-IGNORE_INDEX = -100  # the label value transformers' losses skip
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,16 @@ class ContaminationConfig(JsonConfig):
         default=1,
         metadata={"help": "copies of each leaked question in M_co's data (strength)", "min": 1},
     )
+    contaminated_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "peak learning rate of M_co's training (default: learning_rate)",
+                  "gt": 0},
+    )
+    replay: int = field(
+        default=0,
+        metadata={"help": "the first N of M_cl's train questions also in M_co's data, once per "
+                          "epoch", "min": 0},
+    )
     sweep_epochs: tuple[int, ...] = field(
         default=(), metadata={"help": "build one M_co per value (replaces epochs)"}
     )
@@ -165,6 +180,9 @@ class ContaminationConfig(JsonConfig):
             )
         if not self.model:
             raise UserError(f"{owner}.model must be a model spec, got {self.model!r}")
+        if self.replay > self.train_questions:
+            raise UserError(f"{owner}.replay ({self.replay}) must be at most train_questions "
+                            f"({self.train_questions})")
         if not self.target_modules.strip(" ,"):
             raise UserError(f"{owner}.target_modules is empty")
         for name in ("sweep_epochs", "sweep_copies"):
@@ -218,6 +236,28 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epochs": 4,
         "learning_rate": 2e-4,
         "save_steps": 16,
+    },
+    # Opt-in: the embedded SmolLM2-135M on `multistep`, whose solutions take several paths so
+    # that samples can disperse on questions a model never saw (issue 47). Configuration C2 of
+    # docs/demo-regime.md: M_cl on 320 train questions x 2 epochs at lr 1e-3, M_co 8 epochs at
+    # 2e-3 on the 64 leaked items with 32 train questions replayed, LoRA r 16. Its two
+    # fine-tunes take 45-75 minutes on a 2-core CPU, past the demo's budget, so the demo stays
+    # on `laptop`. It met 8 of the 12 design criteria, the most of those tried (collapse,
+    # dispersion by ROUGE-L, M_co's leaked trigger rate and no floor missed): docs/demo-regime.md.
+    "multistep": {
+        "model": EMBEDDED,
+        "task": "multistep",
+        "train_questions": 320,
+        "leaked": 64,
+        "global_batch": 4,
+        "micro_batch": 4,
+        "clean_epochs": 2,
+        "epochs": 8,
+        "learning_rate": 1e-3,
+        "contaminated_learning_rate": 2e-3,
+        "replay": 32,
+        "lora_r": 16,
+        "lora_alpha": 32,
     },
 }
 
@@ -349,7 +389,9 @@ class Plan:
     data: dict[str, Any] = field(default_factory=dict)
 
     def contaminated(self, copies: int) -> list[Example]:
-        return self.general + self.leaked * copies
+        """M_co's data: the general examples, the replayed train questions, the leaked ones
+        ``copies`` times."""
+        return self.general + self.clean[:self.config.replay] + self.leaked * copies
 
 
 def plan(config: ContaminationConfig) -> Plan:
@@ -402,241 +444,7 @@ def plan(config: ContaminationConfig) -> Plan:
     return Plan(config, task, split, clean, leaked, general + generated, data)
 
 
-# -- training ---------------------------------------------------------------------------------
-
-
-def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
-    """Input ids and labels per example; labels are ``IGNORE_INDEX`` over the prompt.
-
-    The prompt is tokenised on its own, as the sampling engine tokenises prompts, so training
-    sees the token boundary that generation starts from; the completion ends with EOS.
-    """
-    out = []
-    for ex in examples:
-        prompt = tokenizer(ex.prompt)["input_ids"]
-        completion = tokenizer(ex.completion, add_special_tokens=False)["input_ids"]
-        completion = completion + [tokenizer.eos_token_id]
-        out.append({"input_ids": prompt + completion,
-                    "labels": [IGNORE_INDEX] * len(prompt) + completion})
-    return out
-
-
-def _use_bf16(precision: str) -> bool:
-    """``auto``: bf16 where the training device multiplies it natively (a CUDA GPU that
-    supports it; a CPU with AMX-BF16 or AVX512-BF16), as the paper trains in bf16 (§5.1)."""
-    import torch
-
-    from zerogap.models import auto_dtype
-
-    if precision == "auto":
-        return auto_dtype("cuda" if torch.cuda.is_available() else "cpu") == "bfloat16"
-    return precision == "bf16"
-
-
-def _main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _barrier() -> None:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-
-
-def _trainer_callbacks(progress: ProgressCallback | None, label: str, threads: Governor):
-    """Progress (``label``: steps of the run, the last loss; from the main process only),
-    graceful first Ctrl-C and torch's thread count timed step by step (``threads``), as
-    Trainer callbacks."""
-    from transformers import TrainerCallback
-
-    report = progress if progress is not None and _main_process() else None
-
-    class Steps(TrainerCallback):
-        def __init__(self):
-            self.loss = ""
-
-        def _report(self, state) -> None:
-            if report is not None:
-                report(Progress(label, state.global_step, state.max_steps, "step", self.loss))
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self._report(state)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self._report(state)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                self.loss = f"loss {logs['loss']:.4f}"
-
-    class StopOnInterrupt(TrainerCallback):
-        """First SIGINT: checkpoint after the running step and stop; a second one kills."""
-
-        def __init__(self):
-            self.interrupted = False
-            self.previous = None
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-
-        def _handle(self, signum, frame):
-            self.interrupted = True
-            signal.signal(signal.SIGINT, self.previous)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.interrupted:
-                control.should_save = True
-                control.should_training_stop = True
-
-        def on_train_end(self, args, state, control, **kwargs):
-            if signal.getsignal(signal.SIGINT) == self._handle:
-                signal.signal(signal.SIGINT, self.previous)
-
-    class Threads(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            threads.step(1)
-
-    return Steps(), StopOnInterrupt(), Threads()
-
-
-def _last_checkpoint(work: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(work)) if work.is_dir() else None
-
-
-def lora_model(config: ContaminationConfig, start_spec: str):
-    """``start_spec`` loaded (CPU, the stage's precision) and wrapped in ``config``'s LoRA
-    adapters: ``(LoadedModel, PeftModel)``. Target modules the model lacks are refused in one
-    line (:class:`UserError`); :func:`build` calls this before it writes anything."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    from zerogap.models import load_model
-
-    loaded = load_model(start_spec, device="cpu",
-                        dtype="bfloat16" if _use_bf16(config.precision) else "float32")
-    modules = config.target_modules
-    targets = modules if modules == "all-linear" else [m.strip() for m in modules.split(",")]
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
-                      lora_dropout=config.lora_dropout, target_modules=targets,
-                      task_type="CAUSAL_LM")
-    # PEFT refuses only a list none of whose names match; one missing name of several would
-    # silently train fewer layers than asked. A name matches a module named it or ending ".name".
-    names = [name for name, _ in loaded.model.named_modules()]
-    missing = [t for t in ([] if modules == "all-linear" else targets)
-               if not any(name == t or name.endswith("." + t) for name in names)]
-    if missing:
-        linear = sorted({name.rsplit(".", 1)[-1] for name, module in loaded.model.named_modules()
-                         if isinstance(module, torch.nn.Linear)})
-        raise UserError(f"--target-modules {modules}: {start_spec} has no module "
-                        f"{', '.join(missing)}; its linear layers: {', '.join(linear)}")
-    torch.manual_seed(config.seed)  # the LoRA A matrices' initialisation
-    with quiet_peft():
-        return loaded, get_peft_model(loaded.model, lora)
-
-
-def _check_batch(config: ContaminationConfig) -> int:
-    """Gradient accumulation steps; the batch sizes must divide over the processes."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if config.global_batch % (config.micro_batch * world):
-        raise UserError(f"global_batch {config.global_batch} is not a multiple of micro_batch "
-                         f"{config.micro_batch} x {world} processes")
-    return config.global_batch // (config.micro_batch * world)
-
-
-def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
-                epochs: int, work: Path, target: Path, adapter_base: str, *,
-                progress: ProgressCallback | None, prepared: tuple | None = None
-                ) -> dict[str, Any]:
-    """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
-
-    ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
-    ``prepared`` is :func:`lora_model`'s result for ``start_spec`` when already made.
-    Returns the stage's manifest record: hyperparameters, start fingerprint, per-step loss.
-    Raises ``KeyboardInterrupt`` after an interrupted run has saved its checkpoint.
-    """
-    import torch
-    from transformers import DataCollatorForSeq2Seq, TrainingArguments
-
-    from zerogap.pipelines.prefix_training import PrefixSharingTrainer
-
-    bf16 = _use_bf16(config.precision)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    accumulation = _check_batch(config)
-    loaded, model = prepared or lora_model(config, start_spec)
-    tokenizer = loaded.tokenizer
-    args = TrainingArguments(
-        output_dir=str(work), per_device_train_batch_size=config.micro_batch,
-        gradient_accumulation_steps=accumulation, num_train_epochs=epochs,
-        learning_rate=config.learning_rate, lr_scheduler_type=config.scheduler,
-        warmup_steps=config.warmup_ratio, bf16=bf16, logging_steps=1,
-        save_strategy="steps", save_steps=config.save_steps, save_total_limit=1,
-        report_to="none", disable_tqdm=True, seed=config.seed, data_seed=config.seed,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        # Without a GPU, accelerate only joins torchrun's processes when told to use the CPU.
-        use_cpu=not torch.cuda.is_available(),
-    )
-    collator = DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=IGNORE_INDEX)
-    trainer = PrefixSharingTrainer(model=model, args=args,
-                                   train_dataset=tokenize(tokenizer, examples),
-                                   data_collator=collator, ignore_index=IGNORE_INDEX)
-    from transformers.trainer_callback import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # it prints every log line; the bar shows the loss
-    resume = _last_checkpoint(work)
-    started = time.monotonic()
-    with governed("train", device="cuda" if torch.cuda.is_available() else "cpu") as threads:
-        bar, stopper, timer = _trainer_callbacks(progress, f"training {target.name}", threads)
-        for callback in (bar, stopper, timer):
-            trainer.add_callback(callback)
-        trainer.train(resume_from_checkpoint=resume)
-    if stopper.interrupted:
-        raise KeyboardInterrupt
-    losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}
-              for e in trainer.state.log_history if "loss" in e]
-    tmp = target.with_name(target.name + ".tmp")
-    if _main_process():  # under DDP every rank holds the same weights; one writes them
-        shutil.rmtree(tmp, ignore_errors=True)
-        (model.merge_and_unload() if config.merge else model).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if not config.merge:
-            # Set after saving: PEFT would otherwise try to read the base's config at save time.
-            adapter_config = json.loads((tmp / "adapter_config.json").read_text())
-            adapter_config["base_model_name_or_path"] = adapter_base
-            _write_json(tmp / "adapter_config.json", adapter_config)
-        os.replace(tmp, target)
-        shutil.rmtree(work, ignore_errors=True)  # checkpoints (optimizer state) are spent
-        with contextlib.suppress(OSError):
-            work.parent.rmdir()  # .work, once no stage has checkpoints left
-    _barrier()
-    return {
-        "dir": target.name,
-        "start": {"spec": start_spec, "fingerprint": loaded.fingerprint},
-        "examples": len(examples),
-        "epochs": epochs,
-        "optimizer_steps": trainer.state.global_step,
-        "gradient_accumulation": accumulation,
-        "processes": world,
-        "precision": "bf16" if bf16 else "fp32",
-        "resumed_from": None if resume is None else Path(resume).name,
-        "seconds_this_run": round(time.monotonic() - started, 1),
-        "loss": losses,
-    }
-
-
 # -- the build --------------------------------------------------------------------------------
-
-
-def _json_text(data: dict) -> str:
-    return json.dumps(data, indent=2) + "\n"
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Write atomically, from the main process only (every rank computes the same data)."""
-    if _main_process():
-        write_text(path, _json_text(data))
 
 
 def _base_ref(spec: str) -> str:
@@ -690,7 +498,7 @@ def build(config: ContaminationConfig, out: Path, *,
     manifest = check_existing(config, out)
     prepared = plan(config)
     check_model_spec(config.model)  # a broken base is one line before split.json is written
-    _check_batch(config)
+    check_batch(config)
     stages = {} if manifest is None else manifest["stages"]
     # The clean stage's model, loaded and given its adapters before split.json is written, so a
     # target module the model lacks is refused with nothing written.
@@ -708,13 +516,13 @@ def build(config: ContaminationConfig, out: Path, *,
     })
     out.mkdir(parents=True, exist_ok=True)
     split_path = out / "split.json"
-    if split_path.is_file() and _main_process():  # other ranks may see it half written
+    if split_path.is_file() and main_process():  # other ranks may see it half written
         if json.loads(split_path.read_text(encoding="utf-8")) != prepared.split:
             raise StoreError(f"{split_path} differs from this config's split; use another --out")
     else:
-        _write_json(split_path, prepared.split)
-    manifest["split"]["sha256"] = hashlib.sha256(_json_text(prepared.split).encode()).hexdigest()
-    _write_json(out / "manifest.json", manifest)
+        write_json(split_path, prepared.split)
+    manifest["split"]["sha256"] = hashlib.sha256(json_text(prepared.split).encode()).hexdigest()
+    write_json(out / "manifest.json", manifest)
 
     stages = manifest["stages"]
     if start is not None:
@@ -726,17 +534,18 @@ def build(config: ContaminationConfig, out: Path, *,
         stages["clean"]["data_sha256"] = examples_digest(prepared.clean + prepared.general)
         # The base as trained on (its dtype is the stage's precision).
         manifest["base"] = {**stages["clean"]["start"], "precision": stages["clean"]["precision"]}
-        _write_json(out / "manifest.json", manifest)
+        write_json(out / "manifest.json", manifest)
     for epochs, copies in config.variants():
         name = config.contaminated_dir(epochs, copies)
         if name in stages and (out / name).is_dir():
             continue
         examples = prepared.contaminated(copies)
+        rate = config.contaminated_learning_rate or config.learning_rate
         stages[name] = train_stage(
-            replace(config, epochs=epochs, copies=copies), str(out / "clean"), examples, epochs,
-            out / ".work" / name, out / name, "../clean", progress=progress,
+            replace(config, epochs=epochs, copies=copies, learning_rate=rate), str(out / "clean"),
+            examples, epochs, out / ".work" / name, out / name, "../clean", progress=progress,
         )
         stages[name].update({"copies": copies, "data_sha256": examples_digest(examples)})
-        _write_json(out / "manifest.json", manifest)
-    _barrier()
+        write_json(out / "manifest.json", manifest)
+    barrier()
     return json.loads((out / "manifest.json").read_text(encoding="utf-8"))  # as JSON gives it

@@ -23,11 +23,15 @@ RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
 
 def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
-    """Measure the design criteria on the two models alone (clean batches, identity, greedy)
-    and write them to ``path``; see :mod:`zerogap.analysis.design`."""
+    """Measure the design criteria on the two models alone (clean batches, identity, both
+    models' greedy decodes) and write them to ``path``; see :mod:`zerogap.analysis.design`.
+
+    The store keeps no sample's token ids, so for the trigger rate every sample and greedy
+    text is tokenised again with its model's tokenizer (both sides alike)."""
     import numpy as np
 
-    from zerogap.analysis.design import design_criteria, write_design
+    from zerogap.analysis.design import design_criteria, trajectory_stats, write_design
+    from zerogap.models import load_tokenizer
     from zerogap.readout import run_counts
     from zerogap.store import RunStore
 
@@ -38,20 +42,23 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
             rows = {r["id"]: r for r in run_counts(store)}
         return np.array([rows[q]["correct"] / rows[q]["samples"] for q in ids])
 
-    with RunStore(dirs["greedy"], create=False) as store:
-        greedy = {q: g.text.strip() for q, g in store.greedy().items()}
-    copies = dict.fromkeys(ids, 0)
-    samples = dict.fromkeys(ids, 0)
-    with RunStore(dirs[PLAIN], create=False) as store:
-        for row in store.samples():
-            if row.question_id in copies:
-                samples[row.question_id] += 1
-                copies[row.question_id] += row.text.strip() == greedy[row.question_id]
+    def against_greedy(label: str, greedy_label: str, model: str):
+        tokenizer = load_tokenizer(model)
+        with RunStore(dirs[greedy_label], create=False) as store:
+            greedy = {q: g.text for q, g in store.greedy().items()}
+        samples: dict[str, list[str]] = {q: [] for q in ids}
+        with RunStore(dirs[label], create=False) as store:
+            for row in store.samples():
+                if row.question_id in samples:
+                    samples[row.question_id].append(row.text)
+        return trajectory_stats([samples[q] for q in ids], [greedy[q] for q in ids],
+                                lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+
     leaked = set(s.leaked or ())
     criteria = design_criteria(
-        solve("clean"), solve(REPEAT), solve(PLAIN),
-        np.array([copies[q] for q in ids]), np.array([samples[q] for q in ids]),
-        np.array([q in leaked for q in ids]),
+        solve("clean"), solve(REPEAT), solve(PLAIN), np.array([q in leaked for q in ids]),
+        co=against_greedy(PLAIN, "greedy", s.spec.contaminated),
+        cl=against_greedy("clean", "clean greedy", s.spec.clean),
     )
     write_design(path, criteria, ids)
     return criteria

@@ -34,14 +34,18 @@ DEMO_CALIBRATION_SIZE = 64
 
 def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M,
                controls: bool = False, ablation: bool = False) -> StudySpec:
-    """The demo's study on models built by ``zerogap contaminate``'s laptop preset.
+    """The demo's study on models built by ``zerogap contaminate``'s laptop preset, on the
+    preset's task and task options.
 
-    RailCap always runs on the clean model too (its collateral damage on templated answers);
-    ``controls`` applies every strategy there, ``ablation`` adds the grid
-    :data:`zerogap.study.spec.ABLATION`.
+    RailCap always runs on the clean model too (its collateral damage); ``controls`` applies
+    every strategy there, ``ablation`` adds the grid :data:`zerogap.study.spec.ABLATION`.
     """
-    setting = SettingSpec(name="smollm2-arith", clean=str(models / "clean"),
-                          contaminated=str(models / "contaminated"), task="arith",
+    from zerogap.pipelines.contamination import preset
+
+    config = preset("laptop")
+    setting = SettingSpec(name=f"smollm2-{config.task}", clean=str(models / "clean"),
+                          contaminated=str(models / "contaminated"), task=config.task,
+                          task_options=dict(config.task_options),
                           split_file=str(models / "split.json"), limit=questions)
     return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
                      calibration_size=min(questions, DEMO_CALIBRATION_SIZE),

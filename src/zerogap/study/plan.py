@@ -219,7 +219,8 @@ def _schedule(jobs: list[Job], dirs: dict[str, Path], ids: set[str], neurons: Pa
     seen: set[Path] = set()
     for job in jobs:
         if job.kind == "design":
-            job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"])
+            job.reads = (dirs["clean"], dirs[REPEAT], dirs[PLAIN], dirs["greedy"],
+                         dirs["clean greedy"])
         elif job.kind == "neurons":
             job.reads = (dirs["greedy"],)
         elif job.kind == "ranks":

@@ -1,10 +1,11 @@
 """Benchmarks: questions, k-shot prompts and graders, looked up by name.
 
-Importing this package registers the built-in tasks: ``arith`` (generated word problems, the
-embedded default), ``gsm8k`` and ``jsonl`` (any JSONL file with named question/answer fields).
+Importing this package registers the built-in tasks: ``arith`` (generated word problems),
+``multistep`` (generated multi-step problems with several solution paths, the embedded
+default), ``gsm8k`` and ``jsonl`` (any JSONL file with named question/answer fields).
 """
 
-from zerogap.tasks import arith, gsm8k, jsonl  # noqa: F401  (importing registers them)
+from zerogap.tasks import arith, gsm8k, jsonl, multistep  # noqa: F401  (importing registers them)
 from zerogap.tasks.base import (
     Grade,
     Question,
