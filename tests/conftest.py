@@ -6,6 +6,7 @@ themselves where no CUDA device is present."""
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -55,6 +56,17 @@ def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
         bos_token_id=1, eos_token_id=2,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler for the test, as a user's process has it: the tests that
+    press Ctrl-C with ``_thread.interrupt_main()`` (which does nothing where another handler, or
+    none, holds SIGINT) then get KeyboardInterrupt whatever an earlier test in the same worker
+    process left installed."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

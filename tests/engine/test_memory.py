@@ -60,7 +60,9 @@ def test_meminfo_and_the_cpu_figure_are_positive_and_capped_by_the_group():
     if room is not None:
         assert figure <= room
     if machine is not None:
-        assert figure <= machine
+        # Free memory moves between the two reads (another process frees some): the figure is
+        # capped by what /proc/meminfo said before it or after it.
+        assert figure <= max(machine, meminfo_available())
 
 
 def _writable_memory_cgroup() -> Path | None:

@@ -177,7 +177,7 @@ def test_a_worker_killed_mid_job_costs_only_its_unstored_questions(cluster, stud
 
 
 def test_ctrl_c_stops_the_jobs_at_their_next_question_and_the_study_resumes(
-        cluster, study_models, local_study, tmp_path, capsys):
+        ctrl_c, cluster, study_models, local_study, tmp_path, capsys):
     out = tmp_path / "interrupted" / "study"
 
     def interrupt_mid_run() -> None:

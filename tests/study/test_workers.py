@@ -112,7 +112,7 @@ def test_an_item_left_running_alone_sees_it():
     assert seen == {0: [2], 1: [2, 1]}
 
 
-def test_ctrl_c_ends_the_running_items_and_then_stops():
+def test_ctrl_c_ends_the_running_items_and_then_stops(ctrl_c):
     """A Ctrl-C while items run: no new item starts, ``interrupted`` asks the running ones to
     end, they are waited for, and the KeyboardInterrupt reaches the caller. The item whose
     thread the caller was waiting for when the Ctrl-C came takes longest to end: it is
@@ -138,7 +138,7 @@ def test_ctrl_c_ends_the_running_items_and_then_stops():
     assert stop.is_set() and sorted(started) == sorted(ended) and len(started) <= 2
 
 
-def test_local_threads_give_each_job_its_share_and_end_them_at_their_next_event():
+def test_local_threads_give_each_job_its_share_and_end_them_at_their_next_event(ctrl_c):
     """The default executor (:class:`LocalThreads`): two jobs side by side each get half of
     torch's threads (at most the cores this process may use) at their events and the whole
     again once alone; after a Ctrl-C, each ends at its next event, the interrupted callback has

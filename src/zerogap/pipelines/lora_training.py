@@ -127,8 +127,11 @@ def _trainer_callbacks(progress: ProgressCallback | None, label: str, threads: G
                 control.should_save = True
                 control.should_training_stop = True
 
-        def on_train_end(self, args, state, control, **kwargs):
-            if signal.getsignal(signal.SIGINT) == self._handle:
+        def release(self) -> None:
+            """Give SIGINT back to its previous handler if this one still holds it; called
+            however training ends (an exception skips the trainer's on_train_end), so a
+            process that goes on after a failed fine-tune still gets KeyboardInterrupt."""
+            if self.previous is not None and signal.getsignal(signal.SIGINT) == self._handle:
                 signal.signal(signal.SIGINT, self.previous)
 
     class Threads(TrainerCallback):
@@ -229,7 +232,10 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
         bar, stopper, timer = _trainer_callbacks(progress, f"training {target.name}", threads)
         for callback in (bar, stopper, timer):
             trainer.add_callback(callback)
-        trainer.train(resume_from_checkpoint=resume)
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        finally:
+            stopper.release()
     if stopper.interrupted:
         raise KeyboardInterrupt
     losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}
