@@ -28,7 +28,7 @@ from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
 from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions, WeightDtype
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
-from zerogap.study.executor import Executor, open_executor
+from zerogap.study.executor import Executor
 from zerogap.study.spec import SettingSpec, StudySpec, SweepSpec
 
 EXAMPLES = """examples:
@@ -290,7 +290,7 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
 
 
 def _evaluate(args) -> int:
-    from zerogap.study.run import model_folders
+    from zerogap.study.run import model_folders, open_executor
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
@@ -328,8 +328,7 @@ def _report(args) -> int:
 def _demo(args) -> int:
     from zerogap.cli.flags import check_given
     from zerogap.study.demo import build_demo_models, demo_max_questions, demo_study
-    from zerogap.study.jobs import study_workers
-    from zerogap.study.workers import LocalThreads
+    from zerogap.study.workers import LocalThreads, study_workers
 
     questions, m = args.questions, args.m
     if questions < 2:

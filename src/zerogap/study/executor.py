@@ -24,7 +24,7 @@ The job is a callable ``job(i, slot)``; an executor that runs jobs in other proc
 it, so it must carry what it needs as data (the setting, the run directories, the engine's
 options) and load its own models there.
 
-Executors by name (a study's ``executor`` key, :func:`open_executor`): ``local``,
+Executors by name (a study's ``executor`` key, :func:`zerogap.study.run.open_executor`): ``local``,
 :class:`zerogap.study.workers.LocalThreads`, worker threads of this process, each with an even
 share of torch's threads (the default); ``ray``,
 :class:`zerogap.study.ray_executor.RayCluster`, each job a task on a Ray cluster. Another
@@ -33,9 +33,7 @@ share of torch's threads (the default); ``ray``,
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -99,34 +97,3 @@ class Executor(Protocol):
         reaches ``report(i, event)`` here. ``interrupted`` is called on an interrupt, before
         the running jobs are waited for."""
         ...
-
-
-@contextmanager
-def open_executor(name: str, *, address: str | None = None, workers: int | None = None,
-                  backend: str, device: str | None, folder: Path,
-                  reads: Sequence[Path] = ()) -> Iterator[Executor]:
-    """The executor ``name`` for a study written into ``folder`` whose jobs read the files
-    and folders ``reads`` (model folders), closed on exit.
-
-    ``workers`` caps the jobs run at once (default: the executor's own: two local threads on
-    a CPU with two or more threads; every slot of a cluster). Refused in one line
-    (:class:`~zerogap.errors.UserError`) before any job runs: a worker count the backend
-    cannot use, a cluster that cannot be reached, or a node of it that cannot read
-    ``folder`` or ``reads``.
-    """
-    if name not in typing.get_args(ExecutorName):
-        raise ValueError(f"unknown executor {name!r}")
-    if name == "local":
-        from zerogap.study.jobs import study_workers
-        from zerogap.study.workers import LocalThreads
-
-        yield LocalThreads(study_workers(workers, backend, device))
-        return
-    from zerogap.study.ray_executor import RayCluster
-
-    cluster = RayCluster.connect(address, workers)
-    try:
-        cluster.check_storage(folder, reads)
-        yield cluster
-    finally:
-        cluster.close()

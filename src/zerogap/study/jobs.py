@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.allocation import read_allocation
 from zerogap.analysis.score import REPEAT
-from zerogap.errors import UserError
 from zerogap.study.allocation import allocate_setting
 from zerogap.study.checks import design_checks, figure_ranks
 from zerogap.study.executor import Executor, Node, Slot
@@ -186,25 +185,6 @@ def engine_gpus(backend: str, options: EngineOptions) -> float:
     if not backend_capabilities(backend).device:  # vLLM places its own model
         return float(options.tensor_parallel_size * options.pipeline_parallel_size)
     return 1.0 if (options.device or "cpu").startswith("cuda") else 0.0
-
-
-def study_workers(workers: int | None, backend: str, device: str | None) -> int:
-    """The study's worker count on local threads (:func:`~zerogap.study.run.evaluate`):
-    ``workers`` checked (:class:`UserError` in one line), or the default for the device."""
-    from zerogap.engine.base import backend_capabilities
-    from zerogap.study.workers import default_workers
-
-    exclusive = backend_capabilities(backend).exclusive
-    if workers is None:
-        from zerogap.models import check_device
-
-        return default_workers(check_device(device).split(":")[0], exclusive)
-    if workers < 1:
-        raise UserError(f"--workers must be at least 1, got {workers}")
-    if workers > 1 and exclusive:
-        raise UserError(f"--workers {workers}: the {backend} backend holds one engine at a "
-                        "time; use --workers 1")
-    return workers
 
 
 def run_jobs(jobs: SettingJobs, tracker: Tracker, seconds: dict[str, float],

@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,13 +61,14 @@ from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, writ
 from zerogap.analysis.score import REPEAT
 from zerogap.io.files import write_text
 from zerogap.strategies import PLAIN, strategy_class
-from zerogap.study.executor import Executor, open_executor
+from zerogap.study.executor import Executor, ExecutorName
 from zerogap.study.jobs import UNTIMED, Models, SettingJobs, run_jobs
 from zerogap.study.plan import plan_setting
 from zerogap.study.progress import StudyProgress, Tracker
 from zerogap.study.settings import Setting, prepare
 from zerogap.study.spec import StudySpec, study_toml
 from zerogap.study.sweep import build_sweep, missing_variants
+from zerogap.study.workers import LocalThreads, study_workers
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
@@ -101,7 +103,7 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     this study, where the caller checked it first (the CLI does, before it prints anything):
     its tasks and questions are not loaded again. ``executor`` runs each setting's jobs
     (:mod:`zerogap.study.executor`); by default the one ``study.executor`` names, opened here
-    and closed at the end (:func:`~zerogap.study.executor.open_executor`, with ``workers``:
+    and closed at the end (:func:`open_executor`, with ``workers``:
     on local threads two on a CPU with at least two threads, else one).
     """
     from zerogap.engine.base import EngineOptions
@@ -290,3 +292,31 @@ def _export_counts(run_dir: Path, target: Path, ids: Sequence[str],
     target.parent.mkdir(parents=True, exist_ok=True)
     chosen = [rows[q] for q in ids]
     write_counts(target, *([r[k] for r in chosen] for k in ("id", "correct", "samples", "first")))
+
+
+@contextmanager
+def open_executor(name: str, *, address: str | None = None, workers: int | None = None,
+                  backend: str, device: str | None, folder: Path,
+                  reads: Sequence[Path] = ()) -> Iterator[Executor]:
+    """The executor ``name`` for a study written into ``folder`` whose jobs read the files
+    and folders ``reads`` (model folders), closed on exit.
+
+    ``workers`` caps the jobs run at once (default: the executor's own: two local threads on
+    a CPU with two or more threads; every slot of a cluster). Refused in one line
+    (:class:`~zerogap.errors.UserError`) before any job runs: a worker count the backend
+    cannot use, a cluster that cannot be reached, or a node of it that cannot read
+    ``folder`` or ``reads``.
+    """
+    if name not in typing.get_args(ExecutorName):
+        raise ValueError(f"unknown executor {name!r}")
+    if name == "local":
+        yield LocalThreads(study_workers(workers, backend, device))
+        return
+    from zerogap.study.ray_executor import RayCluster
+
+    cluster = RayCluster.connect(address, workers)
+    try:
+        cluster.check_storage(folder, reads)
+        yield cluster
+    finally:
+        cluster.close()

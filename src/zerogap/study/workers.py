@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zerogap.errors import UserError
 from zerogap.study.executor import Node, Slot
 
 if TYPE_CHECKING:
@@ -270,3 +271,21 @@ class _Share:
             raise KeyboardInterrupt
         # The calling thread's own OpenMP count, or its running engine's ceiling mid-call.
         share(threads_per_worker(self.running(), self.threads))
+
+
+def study_workers(workers: int | None, backend: str, device: str | None) -> int:
+    """The study's worker count on local threads (:func:`~zerogap.study.run.evaluate`):
+    ``workers`` checked (:class:`UserError` in one line), or the default for the device."""
+    from zerogap.engine.base import backend_capabilities
+
+    exclusive = backend_capabilities(backend).exclusive
+    if workers is None:
+        from zerogap.models import check_device
+
+        return default_workers(check_device(device).split(":")[0], exclusive)
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and exclusive:
+        raise UserError(f"--workers {workers}: the {backend} backend holds one engine at a "
+                        "time; use --workers 1")
+    return workers
