@@ -124,6 +124,10 @@ def test_a_limit_locates_and_scores_on_the_split_past_the_evaluated_questions(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "--limit: limit 6 needs 3 leaked and 3 unleaked questions; the split has 2 and 2" in err
+    # so is a split.json whose sides share a question
+    split.write_text(json.dumps({"leaked": ["test-0", "test-1"], "unleaked": ["test-1"]}))
+    assert main(neurons_argv(folders, split, tmp_path / "n.json")) == 2
+    assert "1 ids are both leaked and unleaked (first: 'test-1')" in capsys.readouterr().err
     assert not (tmp_path / "n.json").exists()
 
 

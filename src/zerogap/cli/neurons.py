@@ -83,13 +83,14 @@ def _neurons(args) -> int:
     check_output(args.out, "--out", inputs=[args.leaked_ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    split = [q.id for q in questions_by_ids(args.leaked_ids, questions, args.split, args.task)]
-    unleaked = _unleaked(args.leaked_ids, questions, set(split), args.split, args.task)
+    leaked_ids = [q.id for q in questions_by_ids(args.leaked_ids, questions, args.split,
+                                                  args.task)]
+    unleaked = _unleaked(args.leaked_ids, questions, set(leaked_ids), args.split, args.task)
     if not unleaked:
         raise UserError(f"--leaked-ids {args.leaked_ids}: every question of split "
                         f"{args.split!r} is leaked; none is left to calibrate against")
     try:
-        chosen = split_questions(split, unleaked, limit=args.limit,
+        chosen = split_questions(leaked_ids, unleaked, limit=args.limit,
                                  calibration_size=args.calibration_size)
     except ValueError as err:
         raise UserError(f"--limit: {err}") from None
