@@ -83,8 +83,11 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys, monke
     record = json.loads(out.read_text())
     assert sorted(map(tuple, record["neurons"])) == [(0, i) for i in range(128)]
     meta = record["meta"]
+    # No --limit: the whole split is what the list is evaluated on, so the neurons are located
+    # on every leaked question and scored on leaked and unleaked ones in turn, in sample.
     assert meta["leaked_ids"] == ["test-0", "test-1"]
-    assert meta["calibration_ids"] == ["test-2", "test-3"]
+    assert meta["calibration_ids"] == ["test-0", "test-2"]
+    assert meta["calibration_disjoint"] is False
     assert meta["contaminated"]["spec"] == folders["con"] and meta["block_size"] == 32
     assert not out.with_name(out.name + ".journal.jsonl").exists()
     run_dir = tmp_path / "run"
@@ -97,6 +100,35 @@ def test_neurons_then_shortcut_sampling(folders, ranked, tmp_path, capsys, monke
                  str(run_dir), "--quiet"]) == 0, capsys.readouterr().err
     assert (run_dir / "run.sqlite").exists()
     assert reads == [str(out)]  # checked before the model loads, and that list is patched
+
+
+def test_a_limit_locates_and_scores_on_the_split_past_the_evaluated_questions(
+        folders, tmp_path, capsys):
+    """``--limit 2`` evaluates test-0 (leaked) and test-2 (unleaked, the split.json's own
+    list), so the neurons are located on test-1 and scored on test-1 and test-3: none of them
+    evaluated, half leaked; the command says so."""
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"leaked": ["test-0", "test-1"],
+                                 "unleaked": ["test-2", "test-3"]}))
+    out = tmp_path / "neurons.json"
+    assert main(neurons_argv(folders, split, out, "--limit", "2")) == 0
+    assert "calibration questions: disjoint from the evaluated questions" in \
+        capsys.readouterr().out
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["leaked_ids"] == ["test-1"]
+    assert meta["calibration_ids"] == ["test-1", "test-3"]
+    assert not {"test-0", "test-2"} & {*meta["leaked_ids"], *meta["calibration_ids"]}
+    assert meta["calibration_disjoint"] is True
+    # a limit the split cannot fill half and half is refused before any model loads
+    assert main(neurons_argv(folders, split, tmp_path / "n.json", "--limit", "6")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--limit: limit 6 needs 3 leaked and 3 unleaked questions; the split has 2 and 2" in err
+    # so is a split.json whose sides share a question
+    split.write_text(json.dumps({"leaked": ["test-0", "test-1"], "unleaked": ["test-1"]}))
+    assert main(neurons_argv(folders, split, tmp_path / "n.json")) == 2
+    assert "1 ids are both leaked and unleaked (first: 'test-1')" in capsys.readouterr().err
+    assert not (tmp_path / "n.json").exists()
 
 
 def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):

@@ -33,16 +33,45 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     assert setting.limit == 10 and study.m == 4
     assert setting.clean == str(tmp_path / "clean")
     assert setting.split_file == str(tmp_path / "split.json")
-    # shortcut neurons scored on the demo's own questions (leaked half included), B = 512,
+    # shortcut neurons scored on no more questions than the demo evaluates, B = 512,
     assert study.calibration_size == 10 and study.neuron_block == 512
     assert study.control_labels() == ["railcap"]  # RailCap's collateral damage, always
-    # at the default size, on the first 64 of them (leaked and unleaked in turn), so that
-    # location stays under a fifth of the study
-    assert demo_study(tmp_path).calibration_size == 64 < demo_study(tmp_path).settings[0].limit
+    # at the default size, on 32 (leaked and unleaked in turn), so that location stays under a
+    # fifth of the study
+    assert demo_study(tmp_path).calibration_size == 32 < demo_study(tmp_path).settings[0].limit
     wide = demo_study(tmp_path, controls=True, ablation=True)
     assert wide.control_labels() == [s for s in wide.labels()
                                      if s not in ("identity", "all-zero")]
     assert set(ABLATION) <= set(wide.labels())
+
+
+def test_the_demos_split_calibrates_shortcut_neurons_past_the_evaluated_questions():
+    """The laptop preset's own split (the task's question ids, its leaked count and seed): at
+    the demo's default size the neurons are located and scored on 16 leaked and 16 unleaked
+    questions none of which is evaluated; at the most questions the demo takes, none is left
+    past the evaluated ones on the leaked side, so they fall back to the evaluated questions."""
+    from zerogap.pipelines.contamination import make_split
+    from zerogap.study.calibration import split_questions
+    from zerogap.study.demo import DEMO_CALIBRATION_SIZE, DEMO_QUESTIONS, demo_max_questions
+    from zerogap.tasks import get_task
+
+    laptop = preset("laptop")
+    ids = [q.id for q in get_task(laptop.task, **laptop.task_options).questions(laptop.split)]
+    split = make_split(ids, laptop.leaked, laptop.split_seed)
+
+    def chosen(questions):
+        return split_questions(split["leaked"], split["unleaked"], limit=questions,
+                               calibration_size=min(questions, DEMO_CALIBRATION_SIZE))
+
+    demo = chosen(DEMO_QUESTIONS)
+    evaluated = {*demo.leaked, *demo.unleaked}
+    assert len(demo.leaked) == len(demo.unleaked) == DEMO_QUESTIONS // 2
+    assert demo.disjoint and not evaluated & {*demo.calibration, *demo.located}
+    assert len(demo.calibration) == DEMO_CALIBRATION_SIZE
+    assert set(demo.located) == set(demo.calibration) & set(split["leaked"])
+    assert len(demo.located) == DEMO_CALIBRATION_SIZE // 2
+    widest = chosen(demo_max_questions())
+    assert not widest.disjoint and set(widest.calibration) <= {*widest.leaked, *widest.unleaked}
 
 
 def test_the_study_checks_the_design_before_any_strategy_samples(study_dir, reduced_study):

@@ -2,6 +2,7 @@
 adapter on it as the contaminated one, the toy task, every strategy, m = 4."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -377,12 +378,17 @@ def test_the_executor_and_its_address_are_study_keys(tmp_path):
         load_study(study)
 
 
+@pytest.mark.parametrize("limit", [None, 6])
 def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
-        reduced_study, tmp_path, monkeypatch):
+        reduced_study, tmp_path, monkeypatch, limit):
+    """Without a limit the neurons are located and scored on evaluated questions, reusing the
+    study's greedy decodes; with ``limit = 6`` on questions the study never decodes (test-3,
+    test-8), which location decodes and journals itself."""
     import zerogap.engine
     from zerogap.pipelines.neurons import Journal
 
     study = reduced_study(strategies=("identity", "shortcut"))
+    study = replace(study, settings=(replace(study.settings[0], limit=limit),))
     decoded = []
     greedy = zerogap.engine.greedy
 
@@ -394,10 +400,11 @@ def test_a_study_stopped_while_locating_neurons_resumes_from_its_journal(
     evaluate(study, tmp_path / "whole")
     whole = sum(decoded)
     # Decoded for location: base unpatched, base and contaminated patched (one block), each
-    # over the 2 calibration questions. The contaminated model's answers to the 5 leaked
-    # questions and its 2 unpatched grades come from the study's greedy decodes of it.
-    seeded = 5 + 2
-    assert whole == 3 * 2
+    # over the 2 calibration questions. In sample, the contaminated model's answers to the 5
+    # leaked questions and its 2 unpatched grades come from the study's greedy decodes of it;
+    # disjoint, its answer to the 1 leaked calibration question and its 2 grades are decoded.
+    seeded = 5 + 2 if limit is None else 0
+    assert whole == 3 * 2 + (0 if limit is None else 1 + 2)
     (ranking,) = (tmp_path / "whole" / "neurons").glob("*.json")
 
     record, kept = Journal.record, seeded + 2
@@ -430,10 +437,42 @@ def test_shortcut_neurons_are_scored_on_leaked_and_unleaked_questions(study_dir,
     _, meta = load_neurons(neurons)
     assert meta["calibration_ids"] == ["test-0", "test-5"]
     assert meta["block_size"] == 128  # the tiny Llama's MLP width, the divisor nearest 512
+    assert meta["calibration_disjoint"] is False  # no limit: every question is evaluated
     entry = json.loads((out / "study.json").read_text())["settings"][0]
     assert entry["baselines"]["shortcut"] == {"block_size": 128, "blocks_total": 1,
                                               "blocks_scored": 1, "calibration": 2,
-                                              "calibration_leaked": 1}
+                                              "calibration_leaked": 1,
+                                              "calibration_disjoint": False}
+    assert ("scored causally on 2 questions (1 leaked): the evaluated questions (in sample)"
+            in (out / "report.md").read_text())
+
+
+def test_shortcut_neurons_are_located_and_scored_past_the_evaluated_questions(
+        reduced_study, study_models, tmp_path):
+    """A limit of 6 evaluates test-0..2 and test-5..7 of the 5 + 5 split: the neurons are
+    located on the greedy answer to test-3 and scored on test-3 and test-8, half leaked and
+    none evaluated, and the report says so."""
+    from zerogap.io.neurons import load_neurons
+    from zerogap.study.settings import prepare
+
+    study = reduced_study(strategies=("identity", "shortcut"))
+    study = replace(study, settings=(replace(study.settings[0], limit=6),))
+    (setting,) = prepare(study)
+    split = json.loads(study_models["split"].read_text())
+    evaluated = {q.id for q in setting.questions}
+    calibration = [q.id for q in setting.calibration]
+    assert evaluated == {"test-0", "test-1", "test-2", "test-5", "test-6", "test-7"}
+    assert calibration == ["test-3", "test-8"] and not evaluated & set(calibration)
+    assert sum(q in split["leaked"] for q in calibration) == len(calibration) // 2
+    assert [q.id for q in setting.located] == ["test-3"] and setting.calibration_disjoint
+    evaluate(study, tmp_path)
+    _, meta = load_neurons(next((tmp_path / "neurons").glob("*.json")))
+    assert meta["leaked_ids"] == ["test-3"] and meta["calibration_ids"] == calibration
+    assert meta["calibration_disjoint"] is True
+    entry = json.loads((tmp_path / "study.json").read_text())["settings"][0]
+    assert entry["baselines"]["shortcut"]["calibration_disjoint"] is True
+    assert ("scored causally on 2 questions (1 leaked): disjoint from the evaluated questions"
+            in (tmp_path / "report.md").read_text())
 
 
 def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp_path):

@@ -161,6 +161,9 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     for key in ("block_size", "blocks_scored", "blocks_total", "calibration",
                 "calibration_leaked") if shortcut else ():
         check.get(shortcut, key, f"{where}.baselines.shortcut", int, optional=True)
+    if shortcut:
+        check.get(shortcut, "calibration_disjoint", f"{where}.baselines.shortcut", bool,
+                  optional=True)
     controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
     check.members(folder, controls or {}, f"{where}.counts.controls")
     allocation = check.get(entry, "allocation", where, dict, optional=True)

@@ -64,6 +64,12 @@ VERDICT_MEANING = (
 )
 
 
+# Where the shortcut neurons' calibration questions came from, by the neuron file's
+# ``calibration_disjoint`` (zerogap.study.calibration chooses).
+CALIBRATION_CHOICE = {True: "disjoint from the evaluated questions",
+                      False: "the evaluated questions (in sample)"}
+
+
 @dataclass(frozen=True)
 class SettingChecks:
     """A setting's design criteria (empty when the study did not measure them), the paper's
@@ -96,10 +102,13 @@ class SettingChecks:
                        "(GSM8K's 7 scaled by solution length)")
         cut = self.baselines.get("shortcut")
         if cut:
+            # Whether the neurons were chosen on the questions they are then evaluated on.
+            chosen = CALIBRATION_CHOICE.get(cut.get("calibration_disjoint"))
+            chosen = f": {chosen}" if chosen else ""
             out.append(f"shortcut neurons: blocks of {cut.get('block_size')}, "
                        f"{cut.get('blocks_scored')} of {cut.get('blocks_total')} scored causally "
                        f"on {cut.get('calibration')} questions ({cut.get('calibration_leaked')} "
-                       "leaked)")
+                       f"leaked){chosen}")
         if self.design:
             met = sum(c.met for c in self.design)
             out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from zerogap.cli.flags import (
 )
 from zerogap.cli.paraphrase import questions_by_ids
 from zerogap.errors import UserError
+from zerogap.io.files import read_text
 from zerogap.progress import progress_bars
+from zerogap.study.calibration import split_questions
 
 EXAMPLES = """examples:
   zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
@@ -42,13 +45,30 @@ def register(subparsers) -> None:
                         "spec; a study uses its clean model)")
     add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
     p.add_argument("--leaked-ids", required=True, type=Path, metavar="FILE",
-                   help="the leaked questions (comparative score): a split.json (its leaked "
-                        "list) or a file of ids, one per line")
+                   help="the leaked questions: a split.json (its leaked list; its unleaked "
+                        "list is the other side) or a file of ids, one per line (the split's "
+                        "other questions are the other side)")
+    add_config_arguments(p, SettingSpec, ("limit",))
     add_config_arguments(p, StudySpec, SEARCH)
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
     add_out(p)
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_neurons)
+
+
+def _unleaked(path: Path, questions: list, leaked: set[str], split: str,
+              task: str) -> list[str]:
+    """The other side of the split: a split.json's ``unleaked`` list (its ids checked against
+    the task's), else every question of the split not in ``leaked``, in the task's order."""
+    data = json.loads(read_text(path)) if path.suffix == ".json" else {}
+    if "unleaked" not in data:
+        return [q.id for q in questions if q.id not in leaked]
+    ids = [q.id for q in questions_by_ids(path, questions, split, task, key="unleaked")]
+    both = leaked.intersection(ids)
+    if both:
+        raise UserError(f"{path}: {len(both)} ids are both leaked and unleaked (first: "
+                        f"{sorted(both)[0]!r})")
+    return ids
 
 
 def _neurons(args) -> int:
@@ -63,11 +83,20 @@ def _neurons(args) -> int:
     check_output(args.out, "--out", inputs=[args.leaked_ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    leaked = questions_by_ids(args.leaked_ids, questions, args.split, args.task)
-    leaked_ids = {q.id for q in leaked}
-    calibration = [q for q in questions if q.id not in leaked_ids][: args.calibration_size]
-    if not calibration:
-        raise UserError(f"split {args.split!r} has no questions left for calibration")
+    leaked_ids = [q.id for q in questions_by_ids(args.leaked_ids, questions, args.split,
+                                                  args.task)]
+    unleaked = _unleaked(args.leaked_ids, questions, set(leaked_ids), args.split, args.task)
+    if not unleaked:
+        raise UserError(f"--leaked-ids {args.leaked_ids}: every question of split "
+                        f"{args.split!r} is leaked; none is left to calibrate against")
+    try:
+        chosen = split_questions(leaked_ids, unleaked, limit=args.limit,
+                                 calibration_size=args.calibration_size)
+    except ValueError as err:
+        raise UserError(f"--limit: {err}") from None
+    by_id = {q.id: q for q in questions}
+    leaked = [by_id[q] for q in chosen.located]
+    calibration = [by_id[q] for q in chosen.calibration]
 
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.io.neurons import save_neurons
@@ -106,10 +135,10 @@ def _neurons(args) -> int:
     meta.update({
         role: {"spec": m.spec, "fingerprint": m.fingerprint} for role, m in models.items()
     })
-    meta.update(setup)
+    meta.update(setup, calibration_disjoint=chosen.disjoint)
     save_neurons(args.out, ranking, meta)
     kept.unlink()  # everything it kept is in the ranking now
     print(f"ranked {len(ranking)} neurons into {args.out} (contaminated accuracy "
           f"{meta['accuracy']['contaminated']:.3f}, base {meta['accuracy']['base']:.3f} "
-          f"on {len(calibration)} calibration questions)")
+          f"on {len(calibration)} calibration questions: {chosen.choice})")
     return 0

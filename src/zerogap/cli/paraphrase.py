@@ -77,14 +77,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=_paraphrase)
 
 
-def read_ids(path: Path) -> list[str]:
-    """Question ids from a ``split.json`` (its ``leaked`` list) or a file of ids, one a line."""
+def read_ids(path: Path, key: str = "leaked") -> list[str]:
+    """Question ids from a ``split.json`` (its ``key`` list) or a file of ids, one a line."""
     text = read_text(path)
     if path.suffix == ".json":
         try:
-            ids = json.loads(text)["leaked"]
+            ids = json.loads(text)[key]
         except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
-            raise UserError(f"{path}: expected a split.json with a 'leaked' list") from None
+            raise UserError(f"{path}: expected a split.json with a {key!r} list") from None
     else:
         ids = [line.strip() for line in text.splitlines() if line.strip()]
     if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
@@ -92,11 +92,13 @@ def read_ids(path: Path) -> list[str]:
     return ids
 
 
-def questions_by_ids(path: Path, questions: list, split: str, task: str) -> list:
-    """The questions :func:`read_ids` names in ``path``, in its order; one line naming the first
-    id that is not among ``questions`` (split ``split`` of ``task``)."""
+def questions_by_ids(path: Path, questions: list, split: str, task: str,
+                     key: str = "leaked") -> list:
+    """The questions :func:`read_ids` names in ``path`` (a split.json's ``key`` list), in its
+    order; one line naming the first id that is not among ``questions`` (split ``split`` of
+    ``task``)."""
     by_id = {q.id: q for q in questions}
-    wanted = read_ids(path)
+    wanted = read_ids(path, key)
     unknown = [q for q in wanted if q not in by_id]
     if unknown:
         raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "

@@ -12,24 +12,27 @@ from zerogap.progress import ProgressCallback
 from zerogap.study.spec import SettingSpec, StudySpec
 
 # The demo's size, from the power calculation with the spread between questions a study of
-# these models measured (docs/demo-design.md section 6, bench/demo_power.py --study): every
-# question of the laptop preset's split (64 leaked, 64 not) at the m whose paired SA-PPG
+# these models measured (docs/demo-design.md section 6, bench/demo_power.py --study): 64
+# leaked and 64 unleaked questions of the laptop preset's split at the m whose paired SA-PPG
 # interval is narrowest there. Power for the paper's RailCap-vs-Identity difference of 0.135
 # is 0.99; the 0.06 half-width targeted would need about 384 questions (0.091 here).
 DEMO_QUESTIONS = 128
 DEMO_M = 8
 DEMO_MAX_NEW_TOKENS = 48
 # Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
-# B = 512 (3 blocks a layer, 87 in all); the causal score runs on the demo's own questions
-# (the authors score the test set, leaked half included) for the 2 blocks of highest
-# comparative score: one unpatched and four patched greedy passes instead of 176. Location
-# grows with the scoring set, the sampling runs with questions x m: scored on all 128 questions
-# at m = 8 it took 25% of the study's jobs, so it scores the first 64 (32 leaked, 32 not), which
-# keeps it under the fifth targeted with room for the run-to-run spread measured (18-22% at a
-# fixed size; docs/demo-design.md section 2).
+# B = 512 (3 blocks a layer, 87 in all), and the causal score runs for the 2 blocks of highest
+# comparative score: one unpatched and four patched greedy passes instead of 176. The neurons
+# are located and scored on a calibration split disjoint from the evaluated questions
+# (zerogap.study.calibration), not on the evaluated questions as the authors do: the preset
+# leaks 80 questions, the demo evaluates the first 64 leaked and 64 unleaked, and the other 16
+# leaked with the next 16 unleaked are the 32 calibration questions. Location grows with the
+# scoring set (scored on all 128 evaluated questions it took 25% of the study's jobs:
+# docs/demo-design.md section 2); on these 32 it makes 208 greedy decodes (16 leaked answers,
+# 6 passes of 32), against 320 on the first 64 evaluated questions, whose unpatched decodes
+# the study had made.
 DEMO_NEURON_BLOCK = 512
 DEMO_NEURON_CANDIDATES = 2
-DEMO_CALIBRATION_SIZE = 64
+DEMO_CALIBRATION_SIZE = 32
 
 
 def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M,
@@ -57,7 +60,13 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
 
 def demo_max_questions() -> int:
     """The most questions the demo's split holds half leaked and half not (the laptop
-    preset's leaked questions, twice), so a larger ``--questions`` is refused before training."""
+    preset's leaked questions, twice), so a larger ``--questions`` is refused before training.
+
+    Up to :data:`DEMO_QUESTIONS` the split keeps a calibration rest of at least 16 leaked
+    questions past the evaluated ones; past it that rest shrinks (fewer leaked than unleaked
+    calibration questions), and at this maximum none is left, so the neurons are located and
+    scored on the evaluated questions (in sample). The report says which.
+    """
     from zerogap.pipelines.contamination import preset
 
     leaked = preset("laptop").leaked

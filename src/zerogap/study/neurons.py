@@ -23,10 +23,14 @@ def locate_for_setting(path: Path, study: StudySpec, s: Setting,
     is journaled beside it first, so a study stopped during this (hours on a 7B model) resumes
     where it stopped.
 
-    The contaminated model's unpatched greedy passes (its answers to leaked questions, its
-    grades on calibration questions) are the study's own greedy decodes of that model in
-    ``greedy_dir`` (same prompts, token limit and stop strings), so they enter the journal
-    from there instead of being decoded again.
+    The neurons are located on the setting's ``located`` leaked questions and scored on its
+    ``calibration`` questions, disjoint from the evaluated ones where the split allows
+    (:func:`~zerogap.study.calibration.split_questions`; the file's meta records which in
+    ``calibration_disjoint``). The contaminated model's unpatched greedy passes over those
+    that the study evaluated (its answers to leaked questions, its grades on calibration
+    questions) are the study's own greedy decodes of that model in ``greedy_dir`` (same
+    prompts, token limit and stop strings), so they enter the journal from there instead of
+    being decoded again; the others are decoded here, journaled as any pass is.
     """
     from zerogap.decoding.shortcut import mlp_width
     from zerogap.io.neurons import save_neurons
@@ -43,8 +47,7 @@ def locate_for_setting(path: Path, study: StudySpec, s: Setting,
     progress.stage(f"{s.spec.name}: loading the base model")
     base = load_beside(s.spec.base, contaminated.model)
     progress.stage(f"{s.spec.name}: locating shortcut neurons")
-    by_id = {q.id: q for q in s.questions}
-    leaked = [by_id[q] for q in s.leaked or [] if q in by_id]
+    leaked = s.located
     d_ff = mlp_width(contaminated.model)[1]
     block = nearest_block_size(d_ff, study.neuron_block or d_ff)
     setup = {"task": s.task.name, "task_config": s.task.config(), "split": s.spec.task_split,
@@ -76,7 +79,7 @@ def locate_for_setting(path: Path, study: StudySpec, s: Setting,
         "base": {"spec": s.spec.base, "fingerprint": base.fingerprint},
         "contaminated": {"spec": s.spec.contaminated, "fingerprint": contaminated.fingerprint},
         "uncontaminated": {"spec": s.spec.clean, "fingerprint": clean.fingerprint},
-        **setup,
+        "calibration_disjoint": s.calibration_disjoint, **setup,
     })
     save_neurons(path, ranking, meta)
     kept.unlink()  # everything it kept is in the ranking now

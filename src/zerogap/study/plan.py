@@ -129,7 +129,7 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
                              "greedy": greedy["contaminated"], "clean greedy": greedy["clean"]}
     neurons = out / "neurons" / (_digest({
         "models": [spec.base, spec.contaminated, spec.clean], **task_id,
-        "leaked": sorted(s.leaked or []), "calibration": [q.id for q in s.calibration],
+        "leaked": sorted(q.id for q in s.located), "calibration": [q.id for q in s.calibration],
         "block": study.neuron_block, "candidates": study.neuron_candidates,
         "max_new_tokens": study.max_new_tokens,
     }) + ".json")

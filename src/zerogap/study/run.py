@@ -248,7 +248,9 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
 def _baselines(s: Setting, dirs: dict[str, Path]) -> dict:
     """What the study set the strategies it ran to at this scale, for the report: what the
     setting's task set (LNE-blocking's T_task) and, for a strategy patching located neurons,
-    the location's block size, blocks scored and calibration questions."""
+    the location's block size, blocks scored and calibration questions (how many, how many
+    leaked, whether disjoint from the evaluated questions: None for a list located before the
+    choice was recorded)."""
     from zerogap.io.neurons import load_neurons
     from zerogap.store import RunStore
 
@@ -265,6 +267,7 @@ def _baselines(s: Setting, dirs: dict[str, Path]) -> dict:
             "blocks_scored": len(meta.get("blocks_scored", [])),
             "calibration": len(calibration),
             "calibration_leaked": sum(q in leaked for q in calibration),
+            "calibration_disjoint": meta.get("calibration_disjoint"),
         }
     return out
 

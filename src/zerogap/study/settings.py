@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from zerogap.analysis.report import slug
 from zerogap.analysis.score import REPEAT
 from zerogap.errors import DataError, UserError, ZerogapError
+from zerogap.study.calibration import split_questions
 from zerogap.study.spec import SettingSpec, StudySpec, read_split
 from zerogap.study.sweep import sweep_settings
 
@@ -85,6 +86,11 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
 class Setting:
     """A setting made concrete: its task, questions and split (no model loaded).
 
+    ``leaked`` holds the evaluated leaked ids (None without a split file). Its shortcut
+    neurons are located on the greedy answers to the ``located`` questions and scored causally
+    on the ``calibration`` questions, both disjoint from the evaluated questions where
+    ``calibration_disjoint`` (:func:`~zerogap.study.calibration.split_questions`).
+
     ``strategies`` maps each of the study's strategy labels to its ``(name, options)`` in this
     setting, and ``built`` to the strategy built from them (:func:`_setting_strategies`; one
     that needs neurons is built when its run starts); ``plain`` samples the clean batches and
@@ -98,17 +104,12 @@ class Setting:
     questions: list
     leaked: list[str] | None
     calibration: list
+    located: list
+    calibration_disjoint: bool
     strategies: dict[str, tuple[str, dict]] = field(default_factory=dict)
     built: dict[str, Strategy] = field(default_factory=dict)
     plain: Strategy | None = None
     records: dict[str, Any] = field(default_factory=dict)
-
-
-def _alternate(first: Sequence[str], second: Sequence[str]) -> list[str]:
-    """``first[0], second[0], first[1], ...``, the longer list's rest at the end."""
-    out = [x for pair in zip(first, second, strict=False) for x in pair]
-    short = min(len(first), len(second))
-    return out + list(first[short:]) + list(second[short:])
 
 
 def _chat_task(spec: SettingSpec, task: Any) -> Any:
@@ -142,7 +143,7 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
         raise type(err)(f"setting {spec.name}: task {spec.task}: {err}") from None
     questions = every
     leaked = None
-    calibration: list = []
+    chosen = None
     if spec.split_file:
         split = read_split(spec.split_file)
         by_id = {q.id: q for q in questions}
@@ -152,34 +153,29 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
                 raise DataError(f"{spec.split_file}: {len(unknown)} {key} ids are not in "
                                  f"split {spec.task_split!r} of {spec.task} (first: "
                                  f"{unknown[0]!r})")
-        if spec.limit is not None and spec.limit < 2:
-            raise UserError(f"setting {spec.name}: limit {spec.limit} with a split file keeps "
-                            "no unleaked question; give at least 2")
-        half = None if spec.limit is None else spec.limit - spec.limit // 2
-        keep_leaked = split["leaked"][:half]
-        keep_unleaked = split["unleaked"][: None if spec.limit is None else spec.limit // 2]
-        if spec.limit is not None and len(keep_leaked) + len(keep_unleaked) < spec.limit:
-            # Fewer would unbalance the halves the stratified comparison rests on.
-            raise UserError(f"setting {spec.name}: limit {spec.limit} needs {half} leaked and "
-                            f"{spec.limit // 2} unleaked questions; {spec.split_file} has "
-                            f"{len(split['leaked'])} and {len(split['unleaked'])}")
-        wanted = set(keep_leaked) | set(keep_unleaked)
+        try:
+            chosen = split_questions(split["leaked"], split["unleaked"], limit=spec.limit,
+                                     calibration_size=calibration_size)
+        except ValueError as err:
+            raise UserError(f"setting {spec.name}: {spec.split_file}: {err}") from None
+        wanted = {*chosen.leaked, *chosen.unleaked}
         questions = [q for q in questions if q.id in wanted]
-        leaked = keep_leaked
-        # The authors' scoring set is the test set, leaked half included (baselines.md §3, A2):
-        # without leaked items, Acc(M_co) - Acc(M_co + patch) never sees the inflation.
-        calibration = [by_id[q] for q in _alternate(split["leaked"], split["unleaked"])
-                       ][:calibration_size]
+        leaked = list(chosen.leaked)
     else:
         questions = list(first_questions(questions, spec.limit))
     if not questions:
         raise UserError(f"setting {spec.name}: no questions to evaluate")
-    located = [name for name, _ in strategies.values() if strategy_class(name).needs_neurons]
-    if located and leaked is None:
-        raise UserError(f"setting {spec.name}: strategy {located[0]} needs a split file (the "
+    needing = [name for name, _ in strategies.values() if strategy_class(name).needs_neurons]
+    if needing and leaked is None:
+        raise UserError(f"setting {spec.name}: strategy {needing[0]} needs a split file (the "
                         "leaked questions locate its neurons); give --split-file or leave it out "
                         "of --strategies")
-    return Setting(spec, task, questions, leaked, calibration,
+    calibration, located = [], []
+    if chosen is not None:
+        calibration = [by_id[q] for q in chosen.calibration]
+        located = [by_id[q] for q in chosen.located]
+    return Setting(spec, task, questions, leaked, calibration, located,
+                   chosen is not None and chosen.disjoint,
                    *_setting_strategies(strategies, task, spec.task_split, questions))
 
 

@@ -63,7 +63,8 @@ class SettingSpec(JsonConfig):
     """One setting: models, task and (optional) split file ``{"leaked": [...], "unleaked": [...]}``.
 
     ``limit`` keeps the first N questions (with a split: the first N/2 leaked and N/2 unleaked
-    ones); ``base`` is the shortcut strategy's patch source and the base of neuron location.
+    ones; the split's rest on both sides, if any, locates the shortcut neurons); ``base`` is
+    the shortcut strategy's patch source and the base of neuron location.
     """
 
     name: str = field(metadata={"help": "the setting's name in the tables (default: setting-N "
@@ -85,8 +86,9 @@ class SettingSpec(JsonConfig):
                 "contaminate's split.json); without it a warning, no per-split rows, no "
                 "shortcut", "metavar": "FILE"})
     limit: int | None = field(default=None, metadata={
-        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked) (default: "
-                "all)", "min": 1, "metavar": "N"})
+        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked, the rest "
+                "of both sides calibrating shortcut neurons) (default: all)", "min": 1,
+        "metavar": "N"})
     chat_template: str | None = field(default=None, metadata={
         "help": "prompt instruct models through a chat template: the tokenizer's own "
                 "(\"tokenizer\", or the flag without a value) or a Jinja file; recorded with "
@@ -154,10 +156,12 @@ class StudySpec(JsonConfig):
     at GSM8K's T_task). ``controls`` lists strategies also applied to the clean model, where
     any gap is collateral damage alone; ``all_controls`` applies every strategy that has one
     (all but :data:`NO_CONTROL`). Shortcut-neuron location scores ``calibration_size``
-    questions of the split, half leaked and half not (the authors score the test set, leaked
-    half included), in blocks of ``neuron_block`` neurons (the nearest divisor of the MLP
-    width; 0: one MLP layer per block), and scores causally only the ``neuron_candidates``
-    blocks of highest comparative score (0: every block).
+    questions of the split, half leaked and half not, taken from the questions past a
+    setting's ``limit`` where the split has some on both sides and else from the evaluated
+    ones, as the authors do (:func:`zerogap.study.calibration.split_questions`), in blocks of
+    ``neuron_block`` neurons (the nearest divisor of the MLP width; 0: one MLP layer per
+    block), and scores causally only the ``neuron_candidates`` blocks of highest comparative
+    score (0: every block).
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
     ``sweep`` adds a setting per contamination variant after ``settings``.
@@ -212,8 +216,9 @@ class StudySpec(JsonConfig):
         "help": "an allocated study's most samples of a question (default: 65536)", "min": 1,
         "max": 1 << 16, "metavar": "N"})
     calibration_size: int = field(default=100, metadata={
-        "help": "calibration questions: greedy accuracy on them gives the neurons' causal "
-                "score (a study takes half leaked, zerogap neurons the first ones not leaked)",
+        "help": "calibration questions, leaked and unleaked in turn: greedy accuracy on them "
+                "gives the neurons' causal score (past --limit where the split has some on "
+                "both sides, else the evaluated questions)",
         "min": 1, "metavar": "N"})
     neuron_block: int = field(default=512, metadata={
         "help": "neurons per causal block: the divisor of the MLP width nearest to this (0: "
