@@ -43,6 +43,10 @@ def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
     assert wide.control_labels() == [s for s in wide.labels()
                                      if s not in ("identity", "all-zero")]
     assert set(ABLATION) <= set(wide.labels())
+    # the ablation alone splits RailCap's collateral damage: the answer-protecting variant
+    # runs on the clean model beside it
+    ablated = demo_study(tmp_path, ablation=True)
+    assert ablated.control_labels() == ["railcap", "railcap:protect=answer"]
 
 
 def test_the_demos_split_calibrates_shortcut_neurons_past_the_evaluated_questions():

@@ -41,8 +41,12 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
     preset's task and task options.
 
     RailCap always runs on the clean model too (its collateral damage); ``controls`` applies
-    every strategy there, ``ablation`` adds the grid :data:`zerogap.study.spec.ABLATION`.
+    every strategy there, ``ablation`` adds the grid :data:`zerogap.study.spec.ABLATION` and
+    applies its answer-protecting RailCap to the clean model beside RailCap, so the report
+    splits that damage between the answer slot and the reasoning steps
+    (:func:`zerogap.analysis.findings.answer_slot`).
     """
+    from zerogap.analysis.findings import PROTECTED, RAILCAP
     from zerogap.pipelines.contamination import preset
 
     config = preset("laptop")
@@ -53,7 +57,8 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
     return StudySpec(settings=(setting,), m=m, max_new_tokens=DEMO_MAX_NEW_TOKENS,
                      calibration_size=min(questions, DEMO_CALIBRATION_SIZE),
                      neuron_block=DEMO_NEURON_BLOCK,
-                     neuron_candidates=DEMO_NEURON_CANDIDATES, controls=("railcap",),
+                     neuron_candidates=DEMO_NEURON_CANDIDATES,
+                     controls=(RAILCAP, PROTECTED) if ablation else (RAILCAP,),
                      all_controls=controls, ablation=ablation,
                      title="zerogap demo (embedded model)")
 
