@@ -16,9 +16,10 @@ Both are read from what each run stored: a sample's kept flag under its run's ``
 readout (:func:`zerogap.readout.kept_statistic`), and the blocking count the engine records in
 each blocked sample's statistics. Torch-free.
 
->>> share = KeptShare("leaked", questions=4, kept_share=0.125, none_kept=3)
->>> share.sentence()
-'leaked: 12% of samples kept (mean over questions of kept / m), none on 3 of 4 questions'
+>>> groups = (KeptShare("leaked", 4, 0.125, 3), KeptShare("unleaked", 4, 0.5, 1))
+>>> FilterReadout("ted", {"tau": 2}, groups).sentence()  # doctest: +NORMALIZE_WHITESPACE
+"ted (tau 2): samples kept (mean over questions of kept / m) leaked 12.5%, unleaked 50.0%;
+ nothing kept (readout 0, as All-Zero's) on 3 of 4 leaked and 1 of 4 unleaked questions"
 >>> BlockingReadout("lne-blocking", {1: {"leaked": 2, "unleaked": 2}}, 0).sentence()
 'lne-blocking: blocking count 1 on every question (4): the per-question estimate never acts'
 """
@@ -36,6 +37,7 @@ from zerogap.store import RunStore, SampleRow
 BLOCKING_STAT = "blocking_count"  # the per-sample statistic LNE-blocking's hook records
 BLOCKING_STRATEGY = "lne-blocking"  # a run of it without the statistic is reported as such
 GROUPS = ("leaked", "unleaked")
+ALL = "all"  # the one group of a setting without a split
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,16 @@ class KeptShare:
     kept_share: float
     none_kept: int
 
-    def sentence(self) -> str:
-        return (f"{self.group}: {self.kept_share:.0%} of samples kept (mean over questions of "
-                f"kept / m), none on {self.none_kept} of {self.questions} questions")
+    def share(self) -> str:
+        return f"{self._named}{self.kept_share:.1%}"
+
+    def none(self) -> str:
+        return f"{self.none_kept} of {self.questions}" + (
+            "" if self.group == ALL else f" {self.group}")
+
+    @property
+    def _named(self) -> str:
+        return "" if self.group == ALL else f"{self.group} "
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,10 @@ class FilterReadout:
 
     def sentence(self) -> str:
         tau = f" (tau {self.settings['tau']})" if "tau" in self.settings else ""
-        return f"{self.label}{tau}: " + "; ".join(g.sentence() for g in self.groups)
+        return (f"{self.label}{tau}: samples kept (mean over questions of kept / m) "
+                + ", ".join(g.share() for g in self.groups)
+                + "; nothing kept (readout 0, as All-Zero's) on "
+                + " and ".join(g.none() for g in self.groups) + " questions")
 
 
 @dataclass(frozen=True)
@@ -96,12 +108,12 @@ class BlockingReadout:
 
 def _group(qid: str, leaked: Collection[str] | None) -> str:
     if leaked is None:
-        return "all"
+        return ALL
     return GROUPS[0] if qid in leaked else GROUPS[1]
 
 
 def _ordered_groups(leaked: Collection[str] | None) -> tuple[str, ...]:
-    return ("all",) if leaked is None else GROUPS
+    return (ALL,) if leaked is None else GROUPS
 
 
 def _kept(label: str, config: Mapping, key: str, grouped: Mapping[str, list[SampleRow]],
