@@ -13,8 +13,8 @@ metric showing why (docs/baselines.md §1-2):
   unleaked) got each count.
 
 Both are read from what each run stored: a sample's kept flag under its run's ``NAME-kept``
-readout (:func:`zerogap.readout.kept_statistic`), and the blocking count the engine records in
-each blocked sample's statistics. Torch-free.
+readout (:func:`zerogap.readout.kept_statistic`), and the blocking count each blocked sample's
+statistics record. Torch-free.
 
 >>> groups = (KeptShare("leaked", 4, 0.125, 3), KeptShare("unleaked", 4, 0.5, 1))
 >>> FilterReadout("ted", {"tau": 2}, groups).sentence()  # doctest: +NORMALIZE_WHITESPACE
@@ -34,7 +34,9 @@ from pathlib import Path
 from zerogap.readout import kept_statistic, readout_of
 from zerogap.store import RunStore, SampleRow
 
-BLOCKING_STAT = "blocking_count"  # the per-sample statistic LNE-blocking's hook records
+# The per-sample statistic of a blocked sample's count (zerogap.decoding.specs.BlockingEdit
+# records it from every backend; the analysis imports no engine, so the stored key is named here).
+BLOCKING_STAT = "blocking_count"
 BLOCKING_STRATEGY = "lne-blocking"  # a run of it without the statistic is reported as such
 GROUPS = ("leaked", "unleaked")
 ALL = "all"  # the one group of a setting without a split
@@ -83,8 +85,8 @@ class FilterReadout:
 @dataclass(frozen=True)
 class BlockingReadout:
     """LNE-blocking's blocking counts: ``counts[n][group]`` questions of ``group`` blocked at
-    ``n`` positions; ``unrecorded`` questions whose samples carry no count (a backend that
-    records no per-sample statistics)."""
+    ``n`` positions; ``unrecorded`` questions whose samples carry no count (a run stored
+    before every backend recorded it)."""
 
     label: str
     counts: Mapping[int, Mapping[str, int]]

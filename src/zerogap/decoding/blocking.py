@@ -137,7 +137,3 @@ class LNEBlockingHook:
     ) -> Tensor:
         counts = self.counts.index_select(0, question)  # (R,)
         return block_argmax(logits, lengths, counts)[0]
-
-    def sample_stats(self, question: int, sample: int) -> dict:
-        """``{"blocking_count": int}``: the question's blocking count."""
-        return {"blocking_count": int(self.counts[question])}
