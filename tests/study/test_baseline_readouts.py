@@ -79,6 +79,8 @@ def test_one_count_on_every_question_is_said_plainly_and_a_run_without_counts_to
     (partial,) = run_readouts("lne-blocking", tmp_path / "run", ids, None)
     assert partial.counts == {1: {"all": 3}} and partial.unrecorded == 1
     assert partial.sentence().endswith("; 1 questions without a recorded count")
+    unsplit = BlockingReadout("lne-blocking", {0: {"all": 1}, 1: {"all": 2}}, 0)
+    assert unsplit.sentence() == "lne-blocking: questions per blocking count, 0: 1; 1: 2"
     assert "every recorded question (3)" in partial.sentence()
     # counts that differ are listed per count and group
     spread = BlockingReadout("lne-blocking", {0: {"leaked": 1, "unleaked": 3},

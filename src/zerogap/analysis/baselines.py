@@ -54,15 +54,17 @@ class KeptShare:
     none_kept: int
 
     def share(self) -> str:
-        return f"{self._named}{self.kept_share:.1%}"
+        return _named(f"{self.kept_share:.1%}", self.group, before=True)
 
     def none(self) -> str:
-        return f"{self.none_kept} of {self.questions}" + (
-            "" if self.group == ALL else f" {self.group}")
+        return _named(f"{self.none_kept} of {self.questions}", self.group)
 
-    @property
-    def _named(self) -> str:
-        return "" if self.group == ALL else f"{self.group} "
+
+def _named(text: str, group: str, *, before: bool = False) -> str:
+    """``text`` with its group's name beside it; the one group of an unsplit setting unnamed."""
+    if group == ALL:
+        return text
+    return f"{group} {text}" if before else f"{text} {group}"
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,7 @@ class FilterReadout:
 @dataclass(frozen=True)
 class BlockingReadout:
     """LNE-blocking's blocking counts: ``counts[n][group]`` questions of ``group`` blocked at
-    ``n`` positions; ``unrecorded`` questions whose samples carry no count (a run stored
-    before every backend recorded it)."""
+    ``n`` positions; ``unrecorded`` questions whose stored samples carry no count."""
 
     label: str
     counts: Mapping[int, Mapping[str, int]]
@@ -103,7 +104,7 @@ class BlockingReadout:
             every = "every recorded question" if self.unrecorded else "every question"
             return (f"{self.label}: blocking count {n} on {every} ({total}): the "
                     f"per-question estimate never acts{gap}")
-        spread = "; ".join(f"{n}: " + ", ".join(f"{k} {g}" for g, k in by.items())
+        spread = "; ".join(f"{n}: " + ", ".join(_named(str(k), g) for g, k in by.items())
                            for n, by in sorted(self.counts.items()))
         return f"{self.label}: questions per blocking count, {spread}{gap}"
 
