@@ -251,9 +251,11 @@ class TEDStrategy(Strategy):
 
 
 class LengthScaledTEDStrategy(TEDStrategy):
-    """TED with ``tau`` scaled to the task's solution length in a study
-    (:func:`zerogap.decoding.ted.scaled_tau`; docs/baselines.md §1): the ablation row beside
-    ``ted``, which keeps the code's 2 edits. Elsewhere (no task lengths) ``tau`` is as set."""
+    """TED with tau scaled to the task's solution length in a study (docs/baselines.md §1).
+
+    :func:`zerogap.decoding.ted.scaled_tau` sets it: the ablation row beside ``ted``, which
+    keeps the code's 2 edits. Elsewhere (no task lengths) ``tau`` is as set (default 2).
+    """
 
     task_setting_records = {"tau": "ted_scaled_tau"}
 
