@@ -35,7 +35,8 @@ def word_tokenizer():
 
 def test_registry_holds_the_papers_strategies():
     assert strategy_names() == [
-        "all-zero", "identity", "lne-blocking", "railcap", "railcap-ban", "shortcut", "ted"
+        "all-zero", "identity", "lne-blocking", "railcap", "railcap-ban", "shortcut", "ted",
+        "ted-scaled"
     ]
     assert get_strategy("railcap-ban").config.mode == "ban"
     assert get_strategy("railcap-ban", {"mode": "cap"}).config.mode == "cap"
@@ -138,11 +139,38 @@ def test_ted_stats_and_counts_with_a_real_tokenizer():
     assert question_counts(ted.readout, [True, True, True, True, False], stats) == (1, 2)
 
 
+def test_ted_scaled_takes_a_tau_by_solution_length_where_ted_keeps_the_codes():
+    from zerogap.decoding.length_scale import GSM8K_SOLUTION_WORDS
+    from zerogap.decoding.ted import scaled_tau
+    from zerogap.strategies import solution_words, strategy_class
+    from zerogap.tasks import get_task
+
+    task = get_task("arith")
+    questions = task.questions("test")[:8]
+    words = solution_words(task, "test", questions)
+    assert words is not None and 0 < words < GSM8K_SOLUTION_WORDS  # one-line solutions
+    scaled = strategy_class("ted-scaled").task_settings(task, "test", questions)
+    # the rule: the code's 2 edits times the solution length over GSM8K's, rounded, at least 0
+    assert scaled == {"tau": max(0, round(2 * words / GSM8K_SOLUTION_WORDS))}
+    assert scaled["tau"] < 2 and scaled["tau"] == scaled_tau(words)
+    assert scaled_tau(GSM8K_SOLUTION_WORDS) == 2 and scaled_tau(0.0) == 0
+    assert strategy_class("ted").task_settings(task, "test", questions) == {}
+    assert strategy_class("ted-scaled").task_setting_records == {"tau": "ted_scaled_tau"}
+    # the same filter and readout as ted; outside a study its tau is as set (default 2)
+    assert get_strategy("ted-scaled").readout == "ted-kept"
+    assert get_strategy("ted-scaled").config.tau == 2
+    with pytest.raises(ValueError, match="solution length"):
+        scaled_tau(-1.0)
+
+
 def test_every_strategy_declares_a_readout_that_older_stores_imply():
+    # ted-scaled came after every store recorded its readout kind: none implies its kind
     for name in strategy_names():
         kind = get_strategy(name).readout
         assert check_readout(kind) == kind
-        assert readout_of({"strategy": name}) == kind
+        assert readout_of({"strategy": name, "readout": kind}) == kind
+        if name != "ted-scaled":
+            assert readout_of({"strategy": name}) == kind
 
 
 def test_a_strategy_the_backend_cannot_run_is_refused_up_front():

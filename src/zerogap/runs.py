@@ -377,11 +377,14 @@ class SampleRun:
             earlier = store.question_samples(q.id) if indices.start else []
             extra = _added_stats(chosen, rows[i].text if rows else None, earlier,
                                  [g.text for g in generations], self.engine.loaded.tokenizer)
+            # What the edit set for this question (LNE-blocking's count), from any backend.
+            edited = {} if hooks.logits is None else hooks.logits.question_stats(i)
             graded = []
             for s, g, more in zip(indices, generations, extra, strict=True):
                 grade = task.grade(q, g.text)
                 graded.append(SampleRow(q.id, s, g.text, len(g.token_ids), g.finish,
-                                        grade.extracted, grade.correct, {**g.stats, **more}))
+                                        grade.extracted, grade.correct,
+                                        {**g.stats, **edited, **more}))
             store.add_samples(graded)
 
         # A backend is asked for ranges of sample indices only where a run needs them.

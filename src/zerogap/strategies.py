@@ -15,6 +15,7 @@ identity       plain sampling at tau                        correct / m
 railcap        RailCap, cap to the runner-up (paper §4)     correct / m
 railcap-ban    RailCap, ban (-inf)                          correct / m
 ted            plain sampling; TED filter afterwards        correct kept / kept, 0 if none kept
+ted-scaled     the same, tau scaled to the task's length    correct kept / kept, 0 if none kept
 lne-blocking   argmax banned at the first n positions       correct / m
 shortcut       top-K shortcut neurons patched from base     correct / m
 all-zero       none (synthetic reference)                   0
@@ -44,7 +45,7 @@ from typing import Any, ClassVar
 from zerogap.config import JsonConfig, check_names, from_strings, parse_pairs
 from zerogap.decoding.settings import LNEBlockingConfig, RailCapConfig, ShortcutConfig
 from zerogap.decoding.specs import BlockingEdit, NeuronPatchSpec, RailCapEdit
-from zerogap.decoding.ted import TEDConfig, ted_keep
+from zerogap.decoding.ted import TEDConfig, scaled_tau, ted_keep
 from zerogap.engine.base import InterventionSpec
 from zerogap.errors import DataError, StoreError, UserError
 from zerogap.readout import check_readout, kept_statistic
@@ -214,16 +215,11 @@ class LNEBlockingStrategy(Strategy):
     def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
         """``t_task`` for the reference solutions of ``questions``
         (:func:`zerogap.decoding.blocking.scaled_t_task`); none for a task without reference
-        solutions (``rows``), where the config's default applies."""
+        solutions, where the config's default applies."""
         from zerogap.decoding.blocking import scaled_t_task
-        from zerogap.tasks.prompt import cot_solution
 
-        if not hasattr(task, "rows"):
-            return {}
-        rows = task.rows(split)
-        index = {q.id: i for i, q in enumerate(task.questions(split))}
-        words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
-        return {"t_task": scaled_t_task(sum(words) / len(words))}
+        words = solution_words(task, split, questions)
+        return {} if words is None else {"t_task": scaled_t_task(words)}
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.blocking import blocking_counts, mean_entropy
@@ -252,6 +248,37 @@ class TEDStrategy(Strategy):
             max_tokens=self.config.max_tokens, dedup=self.config.dedup,
         )
         return [{kept_statistic(self.readout): k} for k in keep]
+
+
+class LengthScaledTEDStrategy(TEDStrategy):
+    """TED with tau scaled to the task's solution length in a study (docs/baselines.md §1).
+
+    :func:`zerogap.decoding.ted.scaled_tau` sets it: the ablation row beside ``ted``, which
+    keeps the code's 2 edits. Elsewhere (no task lengths) ``tau`` is as set (default 2).
+    """
+
+    task_setting_records = {"tau": "ted_scaled_tau"}
+
+    @classmethod
+    def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
+        """``tau`` for the reference solutions of ``questions``; none for a task without
+        reference solutions, where the config's default applies."""
+        words = solution_words(task, split, questions)
+        return {} if words is None else {"tau": scaled_tau(words)}
+
+
+def solution_words(task: Any, split: str, questions: Sequence[Any]) -> float | None:
+    """The mean length in words of ``questions``' reference solutions as the prompt renders
+    them (:func:`zerogap.tasks.prompt.cot_solution`), or None for a task without reference
+    solutions (no ``rows``): what :mod:`zerogap.decoding.length_scale` scales by."""
+    from zerogap.tasks.prompt import cot_solution
+
+    if not hasattr(task, "rows") or not questions:
+        return None
+    rows = task.rows(split)
+    index = {q.id: i for i, q in enumerate(task.questions(split))}
+    words = [len(cot_solution(rows[index[q.id]].answer).split()) for q in questions]
+    return sum(words) / len(words)
 
 
 class ShortcutStrategy(Strategy):
@@ -324,6 +351,7 @@ for _name, _cls, _preset in (
     ("railcap", RailCapStrategy, {}),
     ("railcap-ban", RailCapStrategy, {"mode": "ban"}),
     ("ted", TEDStrategy, {}),
+    ("ted-scaled", LengthScaledTEDStrategy, {}),
     ("lne-blocking", LNEBlockingStrategy, {}),
     ("shortcut", ShortcutStrategy, {}),
     ("all-zero", AllZeroStrategy, {}),

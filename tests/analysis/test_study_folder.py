@@ -82,6 +82,10 @@ KEY_DAMAGE = {
                             "settings[0].counts.repeat:"),
     "ranks as a number": (lambda r: _entry(r).update(ranks=3), "settings[0].ranks: expected"),
     "duplicate setting": (lambda r: r["settings"].append(_entry(r)), "appears twice"),
+    "scaled tau as text": (lambda r: _entry(r).setdefault("baselines", {}).update(
+        ted_scaled_tau="1"), "settings[0].baselines.ted_scaled_tau: expected an integer"),
+    "strategy run renamed": (lambda r: _entry(r)["runs"].update(ted="runs/nope"),
+                             "settings[0].runs.ted: "),
 }
 
 

@@ -49,7 +49,6 @@ def test_hook_maps_rows_to_their_question_counts():
     out = hook(logits, torch.zeros(3, 1, dtype=torch.long), torch.tensor([1, 1, 2]),
                torch.tensor([0, 1, 1]), torch.tensor([0, 0, 1]))
     assert out[:, 1].tolist() == [5.0, -math.inf, 5.0]
-    assert hook.sample_stats(1, 0) == {"blocking_count": 2}
 
 
 def test_hook_traces_without_graph_breaks():

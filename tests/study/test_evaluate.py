@@ -485,8 +485,9 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     study = StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
                       ablation=True, m=2)
     (prepared,) = prepare(study)
-    # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it
-    assert prepared.records == {"lne_t_task": 2}
+    # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it (and
+    # the ablation's ted-scaled: TED's 2 edits -> 1)
+    assert prepared.records == {"lne_t_task": 2, "ted_scaled_tau": 1}
     jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}

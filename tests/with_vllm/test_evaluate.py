@@ -3,6 +3,7 @@ embedded model (a second folder of the same weights as the contaminated model, s
 switches engines), its report, and a rerun that resumes without starting vLLM."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def test_a_study_through_vllm_reports_and_resumes(tmp_path):
     for row in greedy.values():
         assert len(row.token_ids) <= len(row.entropies) <= len(row.token_ids) + 1
         assert min(row.entropies) >= 0
+    # every blocked sample records its question's count through vLLM too: the formula on those
+    # entropies at the T_task the study took; the report states how many questions got each
+    t_task = entry["baselines"]["lne_t_task"]
+    with RunStore(out / entry["runs"]["lne-blocking"], create=False) as store:
+        recorded = {r.question_id: r.stats["blocking_count"] for r in store.samples()}
+    assert recorded == {q: math.floor(t_task * min(max(1 - sum(g.entropies) / len(g.entropies)
+                                                       / 2, 0), 1)) for q, g in greedy.items()}
+    assert "lne-blocking: " in first.stdout and "blocking count" in first.stdout
     for key in ("table1", "table2", "table3"):
         assert (out / "tables" / f"{key}.md").stat().st_size > 0
     table1 = (out / "tables" / "table1.md").read_text()

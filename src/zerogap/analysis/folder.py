@@ -141,6 +141,10 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
     check.members(folder, strategies, f"{inside}.strategies")
     runs = check.get(entry, "figure_runs", where, dict, optional=True) or {}
     check.members(folder, runs, f"{where}.figure_runs", inside="run.sqlite")
+    # The strategies' runs, which the baselines' readouts read (analysis.baselines).
+    runs = check.get(entry, "runs", where, dict, optional=True) or {}
+    check.members(folder, {k: v for k, v in runs.items() if k in strategies}, f"{where}.runs",
+                  inside="run.sqlite")
     _extras(check, folder, entry, where)
     ranks_file = check.get(entry, "ranks", where, str, optional=True)
     if ranks_file is None:
@@ -150,13 +154,15 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
 
 def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     """The optional keys the report's checks section reads: the design checks file, the
-    baselines' settings at this scale, the controls' counts, an allocated study's plan and
+    baselines' settings at this scale (LNE-blocking's T_task, ted-scaled's tau, the shortcut
+    neurons' location), the controls' counts, an allocated study's plan and
     samples drawn, the jobs' times and their wall time."""
     design = check.get(entry, "design", where, str, optional=True)
     if design is not None:
         check.member(folder, design, f"{where}.design")
     baselines = check.get(entry, "baselines", where, dict, optional=True) or {}
-    check.get(baselines, "lne_t_task", f"{where}.baselines", int, optional=True)
+    for key in ("lne_t_task", "ted_scaled_tau"):
+        check.get(baselines, key, f"{where}.baselines", int, optional=True)
     shortcut = check.get(baselines, "shortcut", f"{where}.baselines", dict, optional=True)
     for key in ("block_size", "blocks_scored", "blocks_total", "calibration",
                 "calibration_leaked") if shortcut else ():

@@ -22,6 +22,7 @@ from pathlib import Path
 from zerogap import __version__
 from zerogap.analysis import figures as figs
 from zerogap.analysis.allocation import AllocationPlan, read_allocation
+from zerogap.analysis.baselines import BlockingReadout, FilterReadout, setting_readouts
 from zerogap.analysis.design import Criterion, read_design
 from zerogap.analysis.findings import (
     PAPER_SA_PPG,
@@ -86,6 +87,8 @@ class SettingChecks:
     wall: float | None = None  # the jobs' wall time (side by side: less than their sum)
     answer_slot: AnswerSlot | None = None
     allocation: tuple[str, ...] = ()  # an allocated study's plan and samples, as lines
+    # What TED kept and LNE-blocking blocked, per question group (analysis.baselines)
+    readouts: tuple[FilterReadout | BlockingReadout, ...] = ()
 
     @property
     def premise(self) -> str:
@@ -93,13 +96,18 @@ class SettingChecks:
         design criteria (:func:`~zerogap.analysis.findings.missing_regime`); ``""`` if not."""
         return missing_regime(self.design)
 
-    def lines(self) -> list[str]:
-        """Plain-text lines: the allocation, baselines' settings, criteria, findings,
-        controls."""
-        out = list(self.allocation)
+    def baseline_lines(self) -> list[str]:
+        """Plain-text lines: the baselines' settings at this scale and what they did (TED's
+        kept samples, LNE-blocking's blocking counts; docs/baselines.md)."""
+        out = []
         if self.baselines.get("lne_t_task") is not None:
             out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
                        "(GSM8K's 7 scaled by solution length)")
+        tau = self.baselines.get("ted_scaled_tau")
+        if tau is not None:
+            out.append(f"ted-scaled: tau {tau} for this task (the code's 2 edits scaled by "
+                       "solution length)" + ("; at 0 it drops only samples that open with the "
+                                             "greedy output and duplicates" if tau == 0 else ""))
         cut = self.baselines.get("shortcut")
         if cut:
             # Whether the neurons were chosen on the questions they are then evaluated on.
@@ -109,6 +117,13 @@ class SettingChecks:
                        f"{cut.get('blocks_scored')} of {cut.get('blocks_total')} scored causally "
                        f"on {cut.get('calibration')} questions ({cut.get('calibration_leaked')} "
                        f"leaked){chosen}")
+        out += [r.sentence() for r in self.readouts]
+        return out
+
+    def lines(self) -> list[str]:
+        """Plain-text lines: the allocation, baselines' settings and what they did, criteria,
+        findings, controls."""
+        out = [*self.allocation, *self.baseline_lines()]
         if self.design:
             met = sum(c.met for c in self.design)
             out.append(f"design checks ({met} of {len(self.design)} met, measured on the two "
@@ -211,7 +226,8 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
                          entry.get("seconds") or {}, entry.get("wall_seconds"),
                          None if card_controls is None else answer_slot(card_controls.gaps),
-                         () if plan is None else tuple(plan.lines(entry["allocation"]["drawn"])))
+                         () if plan is None else tuple(plan.lines(entry["allocation"]["drawn"])),
+                         setting_readouts(folder, entry, None if plan is None else plan.samples))
 
 
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:

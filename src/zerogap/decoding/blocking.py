@@ -12,8 +12,8 @@ and at the first ``n`` generated positions of every sample the argmax token is b
 (7); how to set it for another task is not known (docs/baselines.md §2). Our rule, a proposal
 (:func:`scaled_t_task`): the blocked positions keep GSM8K's share of a reference solution, so
 ``T_task = max(1, round(7 * W / 54.8))`` with ``W`` the task's mean reference-solution length
-in words (54.8: GSM8K test's 1319 solutions as the prompt renders them); ``arith``'s one-line
-solutions (16.2 words on its default test split) give 2.
+in words (:mod:`zerogap.decoding.length_scale`); ``arith``'s one-line solutions (16.2 words on
+its default test split) give 2.
 
 Proposals (the sources are silent; see docs/baselines.md §2): the rounding (floor) and the clipping
 of Eq. 10 are our choice; positions are counted literally from the first response token,
@@ -28,8 +28,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from zerogap.decoding.length_scale import length_scaled
+
 GSM8K_T_TASK = 7
-GSM8K_SOLUTION_WORDS = 54.8  # mean words of GSM8K test's solutions, rendered by cot_solution
 
 
 def scaled_t_task(solution_words: float) -> int:
@@ -41,7 +42,7 @@ def scaled_t_task(solution_words: float) -> int:
     >>> scaled_t_task(54.8), scaled_t_task(16.2), scaled_t_task(1.0)
     (7, 2, 1)
     """
-    return max(1, round(GSM8K_T_TASK * solution_words / GSM8K_SOLUTION_WORDS))
+    return length_scaled(GSM8K_T_TASK, solution_words, minimum=1)
 
 
 def entropy(logits: Tensor) -> Tensor:
@@ -136,7 +137,3 @@ class LNEBlockingHook:
     ) -> Tensor:
         counts = self.counts.index_select(0, question)  # (R,)
         return block_argmax(logits, lengths, counts)[0]
-
-    def sample_stats(self, question: int, sample: int) -> dict:
-        """``{"blocking_count": int}``: the question's blocking count."""
-        return {"blocking_count": int(self.counts[question])}

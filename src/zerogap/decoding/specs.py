@@ -10,8 +10,8 @@ of the vLLM logits processors (:mod:`zerogap.decoding.vllm`).
 >>> edit = RailCapEdit(((5, 6, 7), (8,)), RailCapConfig(n=2))
 >>> edit.request_args(1)
 {'railcap': {'trajectory': [8], 'n': 2, 'mode': 'cap'}}
->>> BlockingEdit((0, 3)).request_args(1)
-{'lne_blocking': {'count': 3}}
+>>> BlockingEdit((0, 3)).request_args(1), BlockingEdit((0, 3)).question_stats(1)
+({'lne_blocking': {'count': 3}}, {'blocking_count': 3})
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from zerogap.engine.base import ActivationPatch, LogitsEdit
 # The SamplingParams.extra_args keys the vLLM logits processors read.
 RAILCAP_KEY = "railcap"
 BLOCKING_KEY = "lne_blocking"
-
+# The per-sample statistic holding a blocked sample's count (zerogap.analysis.baselines reads it).
+BLOCKING_STAT = "blocking_count"
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class BlockingEdit(LogitsEdit):
 
     def request_args(self, question: int) -> dict[str, Any]:
         return {BLOCKING_KEY: {"count": self.counts[question]}}
+
+    def question_stats(self, question: int) -> dict[str, Any]:
+        return {BLOCKING_STAT: self.counts[question]}
 
 
 @dataclass(frozen=True)

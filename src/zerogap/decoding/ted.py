@@ -10,6 +10,10 @@ is kept; the greedy output itself is never scored.
 Adaptation (docs/baselines.md §1): on GSM8K the distance runs over the chain-of-thought response;
 samples are drawn at the protocol's temperature (0.7, like every strategy in the paper's
 comparison) rather than TED's original 0.8.
+
+``tau`` counts absolute edits, set for GSM8K-length answers; on shorter answers the same 2 edits
+are a larger share of the text. :func:`scaled_tau` carries it to another task by its solution
+length (:mod:`zerogap.decoding.length_scale`), the rule of the ``ted-scaled`` ablation row.
 """
 
 from __future__ import annotations
@@ -20,17 +24,33 @@ from dataclasses import dataclass, field
 from rapidfuzz.distance import Levenshtein
 
 from zerogap.config import JsonConfig
+from zerogap.decoding.length_scale import length_scaled
+
+CODE_TAU = 2  # TED's released code: samples within 2 token edits of the greedy output drop
 
 
 @dataclass(frozen=True)
 class TEDConfig(JsonConfig):
     """TED's parameters."""
 
-    tau: int = field(default=2, metadata={"help": "drop samples within this many token edits",
-                                          "min": 0})
+    tau: int = field(default=CODE_TAU, metadata={
+        "help": "drop samples within this many token edits", "min": 0})
     max_tokens: int = field(default=100, metadata={"help": "greedy prefix length compared",
                                                    "min": 1})
     dedup: bool = field(default=True, metadata={"help": "drop exact duplicates of kept samples"})
+
+
+def scaled_tau(solution_words: float) -> int:
+    """TED's ``tau`` for a task whose reference solutions average ``solution_words`` words:
+    the code's 2 edits scaled by length against GSM8K's, at least 0. At 0 only samples whose
+    first tokens copy the greedy output (and duplicates of kept samples) drop.
+
+    Examples
+    --------
+    >>> scaled_tau(54.8), scaled_tau(16.2), scaled_tau(10.0), scaled_tau(110.0)
+    (2, 1, 0, 4)
+    """
+    return length_scaled(CODE_TAU, solution_words, minimum=0)
 
 
 def ted_keep(

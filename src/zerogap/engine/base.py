@@ -172,6 +172,11 @@ class LogitsEdit:
         (vLLM's ``SamplingParams.extra_args``), keyed by processor."""
         raise NotImplementedError(f"{type(self).__name__} has no per-request form")
 
+    def question_stats(self, question: int) -> dict[str, Any]:
+        """What the edit set for question ``question``, recorded in the statistics of each of
+        its samples whatever backend draws them (LNE-blocking's count); none by default."""
+        return {}
+
 
 class ActivationPatch:
     """A backend-neutral activation patch: a context that holds for every forward pass of an

@@ -28,10 +28,11 @@ from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
-# ban, n = 4 with the answer slot exempt, and LNE-blocking at GSM8K's T_task = 7 (the study sets
-# T_task for its task otherwise).
+# ban, n = 4 with the answer slot exempt, LNE-blocking at GSM8K's T_task = 7 (the study sets
+# T_task for its task otherwise), and TED with tau scaled to the task's solution length (the
+# study keeps the code's tau = 2 otherwise).
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
-            "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7")
+            "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7", "ted-scaled")
 # Strategies with nothing to apply to the clean model as a control: identity is the clean
 # model's second batch, All-Zero samples nothing.
 NO_CONTROL = ("identity", "all-zero")
@@ -152,9 +153,10 @@ class StudySpec(JsonConfig):
     """What a study runs; a TOML study file holds exactly these fields (see :func:`load_study`).
 
     ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds
-    :data:`ABLATION` (RailCap at n = 1..8 and 12 with the cap, n = 4 with the ban; LNE-blocking
-    at GSM8K's T_task). ``controls`` lists strategies also applied to the clean model, where
-    any gap is collateral damage alone; ``all_controls`` applies every strategy that has one
+    :data:`ABLATION` (RailCap at n = 1..8 and 12 with the cap, n = 4 with the ban and with the
+    answer slot exempt; LNE-blocking at GSM8K's T_task; TED at a length-scaled tau).
+    ``controls`` lists strategies also applied to the clean model, where any gap is collateral
+    damage alone; ``all_controls`` applies every strategy that has one
     (all but :data:`NO_CONTROL`). Shortcut-neuron location scores ``calibration_size``
     questions of the split, half leaked and half not, taken from the questions past a
     setting's ``limit`` where the split has some on both sides and else from the evaluated
@@ -178,8 +180,9 @@ class StudySpec(JsonConfig):
         "help": "strategy labels, comma-separated: a name or name:key=value,... "
                 "(railcap:n=3,mode=ban)", "parse": split_labels, "metavar": "LABELS"})
     ablation: bool = field(default=False, metadata={
-        "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban); "
-                "LNE-blocking at T_task = 7"})
+        "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban), n = 4 "
+                "with the answer slot exempt; LNE-blocking at T_task = 7; TED with tau scaled "
+                "to the task's solution length"})
     controls: tuple[str, ...] = field(default=(), metadata={
         "help": "strategies also applied to the clean model (collateral damage alone)"})
     all_controls: bool = field(default=False, metadata={
