@@ -31,7 +31,8 @@ import time
 import torch
 from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
-from zerogap.pipelines.contamination import plan, preset
+from zerogap.pipelines.contamination import plan
+from zerogap.pipelines.contamination_config import preset
 from zerogap.pipelines.lora_training import IGNORE_INDEX, lora_model, tokenize
 from zerogap.pipelines.prefix_training import PrefixSharingTrainer, shared_prefix_length
 

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import torch
 
-from zerogap.pipelines.contamination import ContaminationConfig, build
+from zerogap.pipelines.contamination import build
+from zerogap.pipelines.contamination_config import ContaminationConfig
 from zerogap.progress import Progress
 from zerogap.tasks import get_task
 

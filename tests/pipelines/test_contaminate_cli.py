@@ -6,7 +6,8 @@ import pytest
 
 from zerogap import cli
 from zerogap.cli.contaminate import config_from_args
-from zerogap.pipelines.contamination import ContaminationConfig, plan, preset
+from zerogap.pipelines.contamination import plan
+from zerogap.pipelines.contamination_config import ContaminationConfig, preset
 
 
 def parse(argv):

@@ -16,15 +16,8 @@ import pytest
 
 from zerogap.errors import UserError
 from zerogap.models import load_model
-from zerogap.pipelines.contamination import (
-    ContaminationConfig,
-    Example,
-    build,
-    general_example,
-    make_split,
-    plan,
-    preset,
-)
+from zerogap.pipelines.contamination import build, general_example, make_split, plan
+from zerogap.pipelines.contamination_config import ContaminationConfig, Example, preset
 from zerogap.pipelines.general_data import general_items
 from zerogap.pipelines.lora_training import IGNORE_INDEX, tokenize
 from zerogap.progress import progress_bars

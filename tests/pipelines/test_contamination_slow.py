@@ -23,7 +23,8 @@ import pytest
 
 from zerogap import engine
 from zerogap.models import load_model
-from zerogap.pipelines.contamination import build, preset
+from zerogap.pipelines.contamination import build
+from zerogap.pipelines.contamination_config import preset
 from zerogap.tasks import get_task
 
 ALPHA = 0.01

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import ToyArith, byte_tokenizer, tiny_model
-from zerogap.pipelines.contamination import Example
+from zerogap.pipelines.contamination_config import Example
 from zerogap.pipelines.lora_training import IGNORE_INDEX, tokenize
 from zerogap.pipelines.prefix_training import PrefixSharingTrainer, shared_prefix_length
 

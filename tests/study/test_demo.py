@@ -18,7 +18,7 @@ from zerogap import cli
 from zerogap.analysis.design import KEYS, ngram_hits, read_design, rouge_l, rouge_words
 from zerogap.io.counts import read_counts
 from zerogap.models import load_tokenizer
-from zerogap.pipelines.contamination import preset
+from zerogap.pipelines.contamination_config import preset
 from zerogap.store import RunStore
 from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES

@@ -7,7 +7,8 @@ import pytest
 
 import helpers
 from zerogap import cli
-from zerogap.pipelines.contamination import ContaminationConfig, build
+from zerogap.pipelines.contamination import build
+from zerogap.pipelines.contamination_config import ContaminationConfig
 from zerogap.study.spec import SweepSpec, load_study
 from zerogap.study.sweep import sweep_settings
 

@@ -1,6 +1,6 @@
 """``zerogap contaminate``: build a clean model M_cl and a contaminated model M_co (paper §5.1).
 
-Every field of :class:`zerogap.pipelines.contamination.ContaminationConfig` is a flag of the
+Every field of :class:`zerogap.pipelines.contamination_config.ContaminationConfig` is a flag of the
 same name; ``--preset`` starts from a named preset and flags given explicitly override it.
 """
 
@@ -14,7 +14,7 @@ import time
 
 from zerogap.cli.flags import add_config_arguments, add_out, add_quiet, given
 from zerogap.engine.base import EngineOptions
-from zerogap.pipelines.contamination import ContaminationConfig
+from zerogap.pipelines.contamination_config import ContaminationConfig
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
@@ -47,7 +47,7 @@ def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
 
 def add_sweep(parser, *, otherwise: str) -> None:
     """``--sweep KEY=V,V,...``: contamination strengths, the two sweep fields of
-    :class:`~zerogap.pipelines.contamination.ContaminationConfig` in one flag."""
+    :class:`~zerogap.pipelines.contamination_config.ContaminationConfig` in one flag."""
     parser.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
                         help="contamination strengths, one M_co per combination: epochs=1,2,5 "
                              "copies=1,5,20 (evaluate builds those missing in --models; Table "
@@ -55,7 +55,7 @@ def add_sweep(parser, *, otherwise: str) -> None:
 
 
 def register(subparsers) -> None:
-    from zerogap.pipelines.contamination import PRESETS
+    from zerogap.pipelines.contamination_config import PRESETS
 
     p = subparsers.add_parser(
         "contaminate", help="LoRA-train a clean and a contaminated model (paper §5.1)",
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
 def config_from_args(args):
     """The preset (or the defaults) with every flag given on the command line applied."""
     from zerogap.config import parse_pairs
-    from zerogap.pipelines.contamination import preset
+    from zerogap.pipelines.contamination_config import preset
     from zerogap.tasks import task_option_values
 
     changes = given(args, ContaminationConfig, _FLAGS)

@@ -28,7 +28,7 @@ from zerogap.models import quiet_peft
 from zerogap.progress import Progress, ProgressCallback
 
 if TYPE_CHECKING:
-    from zerogap.pipelines.contamination import ContaminationConfig, Example
+    from zerogap.pipelines.contamination_config import ContaminationConfig, Example
 
 IGNORE_INDEX = -100  # the label value transformers' losses skip
 

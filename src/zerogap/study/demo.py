@@ -47,7 +47,7 @@ def demo_study(models: Path, *, questions: int = DEMO_QUESTIONS, m: int = DEMO_M
     (:func:`zerogap.analysis.findings.answer_slot`).
     """
     from zerogap.analysis.findings import PROTECTED, RAILCAP
-    from zerogap.pipelines.contamination import preset
+    from zerogap.pipelines.contamination_config import preset
 
     config = preset("laptop")
     setting = SettingSpec(name=f"smollm2-{config.task}", clean=str(models / "clean"),
@@ -72,7 +72,7 @@ def demo_max_questions() -> int:
     calibration questions), and at this maximum none is left, so the neurons are located and
     scored on the evaluated questions (in sample). The report says which.
     """
-    from zerogap.pipelines.contamination import preset
+    from zerogap.pipelines.contamination_config import preset
 
     leaked = preset("laptop").leaked
     assert leaked is not None, "the laptop preset names its leaked count"
@@ -81,7 +81,8 @@ def demo_max_questions() -> int:
 
 def build_demo_models(models: Path, *, progress: ProgressCallback | None = None) -> None:
     """Build the clean and contaminated models once (``zerogap contaminate``'s laptop preset)."""
-    from zerogap.pipelines.contamination import build, preset
+    from zerogap.pipelines.contamination import build
+    from zerogap.pipelines.contamination_config import preset
 
     build(preset("laptop"), models, progress=progress)  # resumable: finished parts are kept
 

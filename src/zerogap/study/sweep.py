@@ -16,9 +16,9 @@ from zerogap.study.spec import SettingSpec, SweepSpec
 
 def sweep_config(sweep: SweepSpec):
     """What ``zerogap contaminate --sweep`` builds in ``sweep.models``: the folder's recorded
-    :class:`~zerogap.pipelines.contamination.ContaminationConfig` with the sweep's strengths.
+    :class:`~zerogap.pipelines.contamination_config.ContaminationConfig` with the sweep's strengths.
     Loads no model; a :class:`~zerogap.errors.ZerogapError` for a folder without a manifest."""
-    from zerogap.pipelines.contamination import ContaminationConfig
+    from zerogap.pipelines.contamination_config import ContaminationConfig
 
     path = Path(sweep.models) / "manifest.json"
     if not path.is_file():
