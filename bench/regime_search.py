@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from zerogap.pipelines.contamination import build
+from zerogap.pipelines.contamination import build, differing_fields
 from zerogap.pipelines.contamination_config import ContaminationConfig
 from zerogap.progress import Progress
 from zerogap.tasks import get_task
@@ -68,9 +68,7 @@ def share_clean(config: ContaminationConfig, other: Path, out: Path) -> None:
     from zerogap.store import RunStore
 
     manifest = json.loads((other / "models" / "manifest.json").read_text())
-    theirs = ContaminationConfig.from_dict(manifest["config"])
-    differ = [f.name for f in dataclasses.fields(config) if f.name not in M_CO_FIELDS
-              and getattr(config, f.name) != getattr(theirs, f.name)]
+    differ = differing_fields(config, manifest["config"], ignore=M_CO_FIELDS)
     if differ:
         raise SystemExit(f"--clean-from {other}: its M_cl differs in {', '.join(differ)}")
     models = out / "models"

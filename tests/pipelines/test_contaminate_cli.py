@@ -79,3 +79,19 @@ def test_sweep_syntax_errors_are_usage_errors(tmp_path):
     assert exit_info.value.code == 2
     with pytest.raises(SystemExit):
         parse(["--sweep", "lr=1,2", "--out", str(tmp_path)])
+
+
+def test_a_build_with_tuple_task_options_is_recognised_from_its_manifest(tmp_path):
+    # JSON has no tuples: a multistep build's step_weights reads back from manifest.json as a
+    # list, and the same build must still be recognised (resumed), another one refused.
+    from zerogap.errors import StoreError
+    from zerogap.pipelines.contamination import check_existing
+
+    config = ContaminationConfig(task="multistep",
+                                 task_options={"step_weights": (0.5, 0.35, 0.15)})
+    manifest = {"format": 1, "config": json.loads(config.to_json()), "stages": {}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert check_existing(config, tmp_path) == manifest
+    other = ContaminationConfig(task="multistep", task_options={"step_weights": (1, 0, 0)})
+    with pytest.raises(StoreError, match="holds a build with task_options="):
+        check_existing(other, tmp_path)

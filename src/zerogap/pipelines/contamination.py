@@ -38,7 +38,7 @@ import json
 import math
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -255,17 +255,32 @@ def check_existing(config: ContaminationConfig, out: Path) -> dict | None:
         return None
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        stored = ContaminationConfig.from_dict(manifest["config"])
+        ContaminationConfig.from_dict(manifest["config"])
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise StoreError(f"{path}: not a contamination manifest ({err})") from None
-    ignore = {"sweep_epochs", "sweep_copies", "save_steps"}
-    for f in fields(ContaminationConfig):
-        if f.name not in ignore and getattr(stored, f.name) != getattr(config, f.name):
-            raise StoreError(
-                f"{out} holds a build with {f.name}={getattr(stored, f.name)!r}, not "
-                f"{getattr(config, f.name)!r}; use another --out"
-            )
+    differ = differing_fields(config, manifest["config"],
+                              ignore={"sweep_epochs", "sweep_copies", "save_steps"})
+    if differ:
+        name = differ[0]
+        raise StoreError(f"{out} holds a build with {name}={manifest['config'].get(name)!r}, not "
+                         f"{config.to_dict()[name]!r}; use another --out")
     return manifest
+
+
+def differing_fields(config: ContaminationConfig, recorded: dict, *,
+                     ignore: Collection[str] = ()) -> list[str]:
+    """Fields of ``config`` other than ``ignore`` whose value differs from ``recorded`` (a
+    manifest's ``config``), compared as the manifest stores them: JSON has no tuples, so a task
+    option such as ``step_weights`` reads back as a list.
+
+    >>> c = ContaminationConfig(task="multistep", task_options={"step_weights": (1, 0, 0)})
+    >>> recorded = json.loads(c.to_json())
+    >>> differing_fields(c, recorded), differing_fields(c, {**recorded, "epochs": 9})
+    ([], ['epochs'])
+    """
+    ours = json.loads(config.to_json())
+    return [f.name for f in fields(ContaminationConfig)
+            if f.name not in ignore and ours[f.name] != recorded.get(f.name)]
 
 
 def build(config: ContaminationConfig, out: Path, *,
