@@ -27,7 +27,7 @@ def test_preset_then_explicit_flags_override_it(tmp_path):
 
 
 def test_the_multistep_preset_builds_a_valid_plan(tmp_path):
-    # The opt-in regime preset (docs/demo-regime.md, C2) as `zerogap contaminate --preset
+    # The opt-in regime preset (docs/demo-regime.md, C3) as `zerogap contaminate --preset
     # multistep` reads it; planned (task, split, data), not trained.
     config = config_from_args(parse(["--preset", "multistep", "--out", str(tmp_path)]))
     assert config == preset("multistep")
@@ -36,8 +36,9 @@ def test_the_multistep_preset_builds_a_valid_plan(tmp_path):
     assert (config.clean_epochs, config.epochs, config.replay) == (2, 8, 32)
     planned = plan(config)
     assert len(planned.clean) == 320 and len(planned.leaked) == 64
-    # M_co's data per epoch: the leaked items once each and the first 32 train questions.
-    assert planned.contaminated(config.copies) == planned.clean[:32] + planned.leaked
+    # M_co's data per epoch: the first 32 train questions and the leaked items 3 times each.
+    assert config.copies == 3
+    assert planned.contaminated(config.copies) == planned.clean[:32] + planned.leaked * 3
     assert not any(tmp_path.iterdir())  # planning writes nothing
 
 

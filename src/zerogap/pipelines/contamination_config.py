@@ -193,12 +193,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "save_steps": 16,
     },
     # Opt-in: the embedded SmolLM2-135M on `multistep`, whose solutions take several paths so
-    # that samples can disperse on questions a model never saw (issue 47). Configuration C2 of
+    # that samples can disperse on questions a model never saw (issue 47). Configuration C3 of
     # docs/demo-regime.md: M_cl on 320 train questions x 2 epochs at lr 1e-3, M_co 8 epochs at
-    # 2e-3 on the 64 leaked items with 32 train questions replayed, LoRA r 16. Its two
-    # fine-tunes take 45-75 minutes on a 2-core CPU, past the demo's budget, so the demo stays
-    # on `laptop`. It met 8 of the 12 design criteria, the most of those tried (collapse,
-    # dispersion by ROUGE-L, M_co's leaked trigger rate and no floor missed): docs/demo-regime.md.
+    # 2e-3 on the 64 leaked items, each 3 times an epoch (24 exposures), with 32 train
+    # questions replayed, LoRA r 16. Its two fine-tunes take about 80 minutes on a 2-core CPU,
+    # past the demo's budget, so the demo stays on `laptop`. It met 9 of the 12 design
+    # criteria, the most of those tried (no floor, dispersion by ROUGE-L and M_co's unleaked
+    # trigger rate missed): docs/demo-regime.md.
     "multistep": {
         "model": EMBEDDED,
         "task": "multistep",
@@ -211,6 +212,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-3,
         "contaminated_learning_rate": 2e-3,
         "replay": 32,
+        "copies": 3,
         "lora_r": 16,
         "lora_alpha": 32,
     },
