@@ -140,6 +140,9 @@ class Strategy:
     task_setting_records : dict
         Each setting :meth:`task_settings` gives, by the key a study records its value under
         for the report (LNE-blocking: ``t_task`` -> ``lne_t_task``).
+    calibration_records : dict
+        The same for :meth:`calibration_settings` (LNE-blocking: ``beta`` -> ``lne_beta``); a
+        strategy with none takes nothing from a calibration split.
     """
 
     config_class: ClassVar[type[Any]] = NoSettings
@@ -151,6 +154,7 @@ class Strategy:
     requires: ClassVar[tuple[str, ...]] = ()
     needs_neurons: ClassVar[bool] = False
     task_setting_records: ClassVar[dict[str, str]] = {}
+    calibration_records: ClassVar[dict[str, str]] = {}
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
@@ -161,6 +165,13 @@ class Strategy:
         """Settings the strategy takes from the task it runs on, over ``questions`` of
         ``split``, where its user sets none (LNE-blocking's T_task, scaled by the reference
         solutions' length); none by default."""
+        return {}
+
+    @classmethod
+    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
+        """Settings the strategy takes from its model's greedy decodes (rows with
+        ``entropies``) of a calibration split disjoint from the evaluated questions, where its
+        user sets none (LNE-blocking's beta); none by default."""
         return {}
 
     @classmethod
@@ -210,6 +221,7 @@ class LNEBlockingStrategy(Strategy):
     needs_entropy = True
     requires = ("logits", "entropies")
     task_setting_records = {"t_task": "lne_t_task"}
+    calibration_records = {"beta": "lne_beta"}
 
     @classmethod
     def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
@@ -220,6 +232,20 @@ class LNEBlockingStrategy(Strategy):
 
         words = solution_words(task, split, questions)
         return {} if words is None else {"t_task": scaled_t_task(words)}
+
+    @classmethod
+    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
+        """``beta``: the largest LNE of ``greedy``
+        (:func:`zerogap.decoding.blocking.calibrated_beta`); none where every decode is
+        certain. A :class:`StoreError` names a decode stored without entropies."""
+        from zerogap.decoding.blocking import calibrated_beta, mean_entropy
+
+        lacking = [row for row in greedy if row.entropies is None]
+        if lacking:
+            raise StoreError(f"strategy lne-blocking takes beta from greedy entropies, but the "
+                             f"stored greedy decode of {lacking[0].question_id} has none")
+        beta = calibrated_beta(mean_entropy([row.entropies for row in greedy]))
+        return {} if beta is None else {"beta": beta}
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:
         from zerogap.decoding.blocking import blocking_counts, mean_entropy
@@ -291,6 +317,13 @@ class ShortcutStrategy(Strategy):
     def __init__(self, name: str, config: JsonConfig) -> None:
         super().__init__(name, config)
         self._neurons: list | None = None  # the list read by check_inputs
+
+    @classmethod
+    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
+        """Settings the strategy takes from its model's greedy decodes (rows with
+        ``entropies``) of a calibration split disjoint from the evaluated questions, where its
+        user sets none (LNE-blocking's beta); none by default."""
+        return {}
 
     @classmethod
     def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:

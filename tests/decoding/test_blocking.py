@@ -13,6 +13,9 @@ from zerogap.decoding.blocking import (
     mean_entropy,
 )
 from zerogap.decoding.settings import LNEBlockingConfig
+from zerogap.errors import StoreError
+from zerogap.store import GreedyRow
+from zerogap.strategies import LNEBlockingStrategy
 
 
 def test_entropy_matches_closed_forms():
@@ -20,6 +23,26 @@ def test_entropy_matches_closed_forms():
     two = torch.tensor([[0.0, 0.0, -math.inf], [5.0, 5.0, 5.0]])
     assert float(entropy(peaked)) == pytest.approx(0.0, abs=1e-6)
     assert entropy(two).tolist() == pytest.approx([math.log(2), math.log(3)])
+
+
+def test_beta_from_a_calibration_split_spreads_the_counts():
+    """beta = the calibration decodes' largest LNE: the calibration's highest-entropy question
+    maps to count 0 and a certain one to T_task, where the published beta = 2 gives one count
+    to LNEs a tenth of it."""
+    def row(q, entropies):
+        return GreedyRow(q, [1] * len(entropies), "", "stop", None, False, entropies)
+
+    calibration = [row("c0", [0.02, 0.06]), row("c1", [0.2, 0.0]), row("c2", [0.01, 0.01])]
+    settings = LNEBlockingStrategy.calibration_settings(calibration)
+    assert settings == {"beta": 0.1}
+    lne = torch.tensor([0.0, 0.03, 0.06, 0.1, 0.15])
+    assert blocking_counts(lne, t_task=4, **settings).tolist() == [4, 2, 1, 0, 0]
+    assert blocking_counts(lne, t_task=4).tolist() == [4, 3, 3, 3, 3]
+    # every decode certain: no scale to read, the default stands
+    assert LNEBlockingStrategy.calibration_settings([row("c0", [0.0])]) == {}
+    with pytest.raises(StoreError, match="c9"):
+        LNEBlockingStrategy.calibration_settings([row("c0", [0.1]), GreedyRow(
+            "c9", [1], "", "stop", None, False, None)])
 
 
 def test_mean_entropy_and_empty_decode():

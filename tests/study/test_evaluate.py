@@ -490,13 +490,59 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     assert prepared.records == {"lne_t_task": 2, "ted_scaled_tau": 1}
     jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
     assert jobs["lne-blocking"].options == {"t_task": 2}
-    assert jobs["lne-blocking:t_task=7"].options == {"t_task": 7}
-    assert jobs["lne-blocking"].run_dir != jobs["lne-blocking:t_task=7"].run_dir
+    published = "lne-blocking:t_task=7,beta=2"
+    assert jobs[published].options == {"t_task": 7, "beta": 2.0}
+    assert jobs["lne-blocking"].run_dir != jobs[published].run_dir
     # only what runs is recorded: no LNE-blocking, no T_task; only its ablation, none taken
     (without,) = prepare(StudySpec(settings=(setting,), strategies=("identity", "railcap"), m=2))
     assert without.records == {}
     (own,) = prepare(StudySpec(settings=(setting,), strategies=("lne-blocking:t_task=7",), m=2))
     assert own.records == {}
+
+
+def test_lne_blocking_takes_beta_from_the_calibration_questions(reduced_study, tmp_path):
+    """With a calibration split past the evaluated questions (limit 6 of the 5 + 5 split:
+    test-3 and test-8), LNE-blocking's beta is the largest LNE of the contaminated model's
+    greedy decodes of those two; every blocked sample's count is Eq. 10 at that beta; the
+    published beta stays a row of its own, and the report states the beta taken."""
+    import math
+
+    from zerogap.store import RunStore
+    from zerogap.study.plan import plan_setting
+    from zerogap.study.settings import prepare
+
+    study = reduced_study(strategies=("identity", "lne-blocking", "lne-blocking:beta=2"))
+    study = replace(study, settings=(replace(study.settings[0], limit=6),))
+    (setting,) = prepare(study)
+    assert setting.calibrated == {"lne-blocking"}
+    calibration = [q.id for q in setting.calibration]
+    jobs = {job.label: job for job in plan_setting(study, setting, tmp_path)[0]}
+    assert [q.id for q in jobs["contaminated greedy"].questions] == [
+        *(q.id for q in setting.questions), *calibration]
+    assert jobs["lne-blocking"].calibrated and jobs["lne-blocking"].built is None
+    assert not jobs["lne-blocking:beta=2"].calibrated
+    evaluate(study, tmp_path)
+    entry = json.loads((tmp_path / "study.json").read_text())["settings"][0]
+    with RunStore(tmp_path / entry["runs"]["greedy"], create=False) as store:
+        greedy = store.greedy()
+
+    def lne(q: str) -> float:
+        return sum(greedy[q].entropies) / len(greedy[q].entropies)
+
+    beta = round(max(lne(q) for q in calibration), 6)
+    assert entry["baselines"]["lne_beta"] == beta and entry["baselines"][
+        "calibration_questions"] == 2
+    for label, used in (("lne-blocking", beta), ("lne-blocking:beta=2", 2.0)):
+        with RunStore(tmp_path / entry["runs"][label], create=False) as store:
+            assert store.config()["strategy_config"]["beta"] == used
+            t_task = store.config()["strategy_config"]["t_task"]
+            recorded = {r.question_id: r.stats["blocking_count"] for r in store.samples()}
+        assert recorded == {q.id: math.floor(t_task * min(max(1 - lne(q.id) / used, 0), 1))
+                            for q in setting.questions}
+    assert f"LNE-blocking: beta {beta:.3g}, the largest LNE" in (tmp_path / "report.md").read_text()
+    # the evaluated questions alone (no rest past them): the published beta, nothing taken
+    (in_sample,) = prepare(reduced_study(strategies=("identity", "lne-blocking")))
+    assert in_sample.calibrated == frozenset()
 
 
 def test_controls_apply_strategies_to_the_clean_model(study_models, reduced_study, tmp_path,

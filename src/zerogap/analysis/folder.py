@@ -154,15 +154,16 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
 
 def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     """The optional keys the report's checks section reads: the design checks file, the
-    baselines' settings at this scale (LNE-blocking's T_task, ted-scaled's tau, the shortcut
-    neurons' location), the controls' counts, an allocated study's plan and
+    baselines' settings at this scale (LNE-blocking's T_task and beta, ted-scaled's tau, the
+    shortcut neurons' location), the controls' counts, an allocated study's plan and
     samples drawn, the jobs' times and their wall time."""
     design = check.get(entry, "design", where, str, optional=True)
     if design is not None:
         check.member(folder, design, f"{where}.design")
     baselines = check.get(entry, "baselines", where, dict, optional=True) or {}
-    for key in ("lne_t_task", "ted_scaled_tau"):
+    for key in ("lne_t_task", "ted_scaled_tau", "calibration_questions"):
         check.get(baselines, key, f"{where}.baselines", int, optional=True)
+    check.get(baselines, "lne_beta", f"{where}.baselines", _NUMBER, optional=True)
     shortcut = check.get(baselines, "shortcut", f"{where}.baselines", dict, optional=True)
     for key in ("block_size", "blocks_scored", "blocks_total", "calibration",
                 "calibration_leaked") if shortcut else ():

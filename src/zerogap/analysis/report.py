@@ -103,6 +103,12 @@ class SettingChecks:
         if self.baselines.get("lne_t_task") is not None:
             out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
                        "(GSM8K's 7 scaled by solution length)")
+        if self.baselines.get("lne_beta") is not None:
+            out.append(f"LNE-blocking: beta {self.baselines['lne_beta']:.3g}, the largest LNE "
+                       "of the model's greedy decodes on the "
+                       f"{self.baselines.get('calibration_questions')} calibration questions "
+                       "(disjoint from the evaluated questions; the published 2 is an ablation "
+                       "row)")
         tau = self.baselines.get("ted_scaled_tau")
         if tau is not None:
             out.append(f"ted-scaled: tau {tau} for this task (the code's 2 edits scaled by "

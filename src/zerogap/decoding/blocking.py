@@ -15,6 +15,15 @@ and at the first ``n`` generated positions of every sample the argmax token is b
 in words (:mod:`zerogap.decoding.length_scale`); ``arith``'s one-line solutions (16.2 words on
 its default test split) give 2.
 
+``beta`` is where "LNE typically falls" ([0, 2] for the authors' 7B models on GSM8K), so that
+``1 - LNE / beta`` spans [0, 1] over the questions and the count over [0, T_task]. A small model
+fine-tuned on a template task has greedy entropies a tenth of that: at ``beta = 2`` every
+question's score is above 0.9 and every question gets the same count. A study with a
+calibration split disjoint from its evaluated questions (:mod:`zerogap.study.calibration`) sets
+``beta`` to the largest LNE of the sampled model's greedy decodes of those questions
+(:func:`calibrated_beta`), half leaked and half not: our proposal, the published 2 stays the
+ablation row.
+
 Proposals (the sources are silent; see docs/baselines.md §2): the rounding (floor) and the clipping
 of Eq. 10 are our choice; positions are counted literally from the first response token,
 whitespace included; the LNE averages whatever steps the greedy decode reports (the engine
@@ -84,6 +93,23 @@ def blocking_counts(lne: Tensor, *, t_task: int = 7, beta: float = 2.0) -> Tenso
     """
     score = (1.0 - lne.double() / beta).clamp(0.0, 1.0)  # (Q,)
     return torch.floor(t_task * score).long()
+
+
+def calibrated_beta(lne: Tensor) -> float | None:
+    """``beta`` from the LNEs of a calibration split's greedy decodes, ``(Q,)``: their largest,
+    the upper end of where LNE falls on this model and task; None when there is no question or
+    every decode is certain (LNE 0), where no scale can be read and the default stands.
+
+    Examples
+    --------
+    >>> calibrated_beta(torch.tensor([0.02, 0.11, 0.05]))
+    0.11
+    >>> calibrated_beta(torch.tensor([0.0, 0.0])) is None
+    True
+    """
+    if lne.numel() == 0 or float(lne.max()) <= 0.0:
+        return None
+    return round(float(lne.max()), 6)  # stored in the run's config: a short, exact number
 
 
 def block_argmax(logits: Tensor, lengths: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:

@@ -27,9 +27,9 @@ DEMO_MAX_NEW_TOKENS = 48
 # leaks 80 questions, the demo evaluates the first 64 leaked and 64 unleaked, and the other 16
 # leaked with the next 16 unleaked are the 32 calibration questions. Location grows with the
 # scoring set (scored on all 128 evaluated questions it took 25% of the study's jobs:
-# docs/demo-design.md section 2); on these 32 it makes 208 greedy decodes (16 leaked answers,
-# 6 passes of 32), against 320 on the first 64 evaluated questions, whose unpatched decodes
-# the study had made.
+# docs/demo-design.md section 2); on these 32 it makes 160 greedy decodes (the clean model's
+# unpatched pass and 4 patched passes of 32; the contaminated model's unpatched answers are the
+# study's greedy decodes, which cover the calibration questions for LNE-blocking's beta).
 DEMO_NEURON_BLOCK = 512
 DEMO_NEURON_CANDIDATES = 2
 DEMO_CALIBRATION_SIZE = 32

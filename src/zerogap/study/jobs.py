@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from zerogap.analysis.allocation import read_allocation
 from zerogap.analysis.score import REPEAT
+from zerogap.strategies import strategy_class
 from zerogap.study.allocation import allocate_setting
 from zerogap.study.checks import design_checks, figure_ranks
 from zerogap.study.executor import Executor, Node, Slot
@@ -106,9 +107,14 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
         return
     loaded = engine(job.role)
     progress.stage(f"{s.spec.name}: {job.label}")
-    # A strategy the setting did not build (its neurons are located by the study) is built
-    # now; the study held its class against the backend before anything ran.
-    strategy = job.built or build_strategy(job.strategy, job.options)
+    # A strategy the setting did not build (its neurons are located by the study, or its
+    # settings come from the calibration questions' greedy decodes) is built now; the study
+    # held its class against the backend before anything ran.
+    options = job.options
+    if job.calibrated:
+        assert job.greedy_dir is not None
+        options = {**options, **calibration_settings(job.strategy, job.greedy_dir, s)}
+    strategy = job.built or build_strategy(job.strategy, options)
     if job.kind == "filter":  # no sampling: rows are not the study's progress
         assert job.source is not None and job.greedy_dir is not None
         with RunStore(job.run_dir) as store, RunStore(job.source, create=False) as source, \
@@ -120,8 +126,9 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
             SamplingSpec(m=job.m, temperature=study.temperature,
                          max_new_tokens=study.max_new_tokens, seed=job.seed))
     samples = None if job.allocation is None else read_allocation(job.allocation).samples
+    questions = s.questions if job.questions is None else job.questions
     run = prepare(RunRequest(getattr(s.spec, job.role), s.task, s.spec.task_split,
-                             tuple(s.questions), strategy, spec, greedy=greedy,
+                             tuple(questions), strategy, spec, greedy=greedy,
                              backend=models.backend, engine=models.options, samples=samples),
                   loaded)
     try:
@@ -136,6 +143,21 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
                 run.into(store, greedy_store=greedy_store)
     finally:
         loaded.release_sources()  # a patch source (shortcut's base) only lives for its run
+
+
+def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, Any]:
+    """What strategy ``name`` takes from the greedy decodes in ``greedy_dir`` of setting
+    ``s``'s calibration questions (:meth:`~zerogap.strategies.Strategy.calibration_settings`;
+    the greedy job decoded them, :attr:`~zerogap.study.settings.Setting.greedy_questions`)."""
+    from zerogap.store import RunStore
+
+    with RunStore(greedy_dir, create=False) as store:
+        decoded = store.greedy()
+    missing = [q.id for q in s.calibration if q.id not in decoded]
+    if missing:
+        raise RuntimeError(f"{greedy_dir} lacks the greedy decodes of {len(missing)} "
+                           f"calibration questions (first: {missing[0]})")
+    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration])
 
 
 @dataclass

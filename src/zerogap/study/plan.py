@@ -49,6 +49,10 @@ class Job:
     run names it too); ``pilots`` are the runs a plan reads beside the second clean batch.
     ``reads`` lists the other jobs' outputs (run directories, files) this one opens: it starts
     only after the jobs that write them (:func:`zerogap.study.workers.run_side_by_side`).
+    ``questions`` are the ones it decodes where they are not the setting's (greedy decodes
+    covering the calibration questions too); ``calibrated``: its strategy takes settings from
+    the greedy decodes of the setting's calibration questions when it starts
+    (:meth:`~zerogap.strategies.Strategy.calibration_settings`).
     """
 
     kind: str  # "sample" | "greedy" | "filter" | "neurons" | "design" | "ranks" | "allocate"
@@ -67,6 +71,12 @@ class Job:
     m: int = 1
     allocation: Path | None = None
     pilots: dict[str, Path] = field(default_factory=dict)
+    questions: list | None = None
+    calibrated: bool = False
+
+    def ids(self, s: Setting) -> set[str]:
+        """The ids of the questions this job of setting ``s`` covers."""
+        return {q.id for q in (s.questions if self.questions is None else self.questions)}
 
 
 def _missing(run_dir: Path, ids: set[str], greedy: bool) -> int:
@@ -114,10 +124,12 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     greedy = {role: run_dir("greedy", getattr(spec, role),
                             greedy_max_new_tokens=study.max_new_tokens)
               for role in ("clean", "contaminated")}
+    decoded = s.greedy_questions
     jobs = [
-        Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain),
+        Job("greedy", "clean greedy", "clean", greedy["clean"], built=s.plain,
+            questions=decoded),
         Job("greedy", "contaminated greedy", "contaminated", greedy["contaminated"],
-             built=s.plain),
+             built=s.plain, questions=decoded),
         Job("sample", "clean", "clean", run_dir("clean", spec.clean, seed=study.seed,
                                                  **sampling(study.m)), seed=study.seed,
              greedy_dir=greedy["clean"], built=s.plain, m=study.m),
@@ -149,6 +161,9 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             # The run records the list's absolute path; its name (a digest) names the run.
             options = chosen.neuron_settings(str(neurons.resolve()), spec.base)
             named = chosen.neuron_settings(neurons.name, spec.base)
+        calibrated = label in s.calibrated
+        if calibrated:  # set from the calibration questions' decodes: named by that rule
+            named = {**options, **dict.fromkeys(chosen.calibration_records, "calibration")}
         shown = shown or (label if role == "contaminated" else f"{label} on the clean model")
         if chosen.filters_only and plain is not None:
             # A filter holds its source's samples: allocated where its source is.
@@ -164,7 +179,7 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             allocated.add(path)
         return Job("sample", shown, role, path, strategy=name, options=options, seed=seed,
                     greedy_dir=greedy[role], built=s.built.get(label), m=m,
-                    allocation=allocation)
+                    allocation=allocation, calibrated=calibrated)
 
     allocated: set[Path] = set()  # the runs sampled at the plan's m
     labels = study.labels()
@@ -251,6 +266,6 @@ def _schedule(jobs: list[Job], dirs: dict[str, Path], ids: set[str], neurons: Pa
                 job.rows = lacking if job.kind == "sample" else 0
         else:
             seen.add(job.run_dir)
-            job.todo = _missing(job.run_dir, ids, job.kind == "greedy")
+            job.todo = _missing(job.run_dir, job.ids(s), job.kind == "greedy")
             job.rows = job.todo * (job.m if job.kind == "sample" else
                                    1 if job.kind == "greedy" else 0)

@@ -45,18 +45,22 @@ def parse_strategy(label: str) -> tuple[str, dict]:
 
 
 def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: str,
-                        questions: Sequence) -> tuple[dict[str, tuple[str, dict]],
-                                                      dict[str, Strategy], Strategy, dict]:
+                        questions: Sequence, *, calibrating: bool
+                        ) -> tuple[dict[str, tuple[str, dict]], dict[str, Strategy], Strategy,
+                                   dict, frozenset[str]]:
     """Each label's final ``(name, options)`` in a setting, each strategy built from them once
     per setting (:func:`prepare` held their classes against the backend), the plain sampling of
-    the clean batches and greedy decodes (the identity label's, if any), and the records of
-    what the setting's task set.
+    the clean batches and greedy decodes (the identity label's, if any), the records of what
+    the setting's task set, and the labels whose settings the calibration split sets.
 
     A strategy takes its :meth:`~zerogap.strategies.Strategy.task_settings` from the setting's
     task and questions where its label sets none (LNE-blocking's T_task); each value taken is
     recorded under its class's ``task_setting_records`` key, so the report states only those.
-    A strategy that ``needs_neurons`` is built when its run starts: its neuron list is the
-    study's to locate first.
+    Where the setting is ``calibrating`` (a calibration split disjoint from its questions), a
+    strategy with ``calibration_records`` whose label sets none of them (LNE-blocking's beta)
+    takes them from its model's greedy decodes of that split, and like a strategy that
+    ``needs_neurons`` (its neuron list is the study's to locate first) is built when its run
+    starts.
     """
     from zerogap.runs import build_strategy
     from zerogap.strategies import PLAIN, strategy_class
@@ -65,6 +69,7 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
     built: dict[str, Strategy] = {}
     derived: dict[str, dict] = {}  # strategy name -> what the task sets, measured once
     records: dict[str, Any] = {}
+    calibrated: set[str] = set()
     for label, (name, options) in labels.items():
         cls = strategy_class(name)
         if name not in derived:
@@ -73,13 +78,17 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
         records.update({cls.task_setting_records[key]: value for key, value in taken.items()
                         if key in cls.task_setting_records})
         final[label] = (name, {**taken, **options})
-        if not cls.needs_neurons:
-            try:
-                built[label] = build_strategy(name, final[label][1])
-            except ValueError as err:
-                raise UserError(f"strategy {label!r}: {err}") from None
+        if calibrating and cls.calibration_records and not set(cls.calibration_records) & set(
+                options):
+            calibrated.add(label)
+        try:  # built now to check its values, kept where nothing is left to set at its run
+            strategy = None if cls.needs_neurons else build_strategy(name, final[label][1])
+        except ValueError as err:
+            raise UserError(f"strategy {label!r}: {err}") from None
+        if strategy is not None and label not in calibrated:
+            built[label] = strategy
     plain = built.get(PLAIN) or build_strategy(PLAIN, {})
-    return final, built, plain, records
+    return final, built, plain, records, frozenset(calibrated)
 
 
 @dataclass
@@ -96,7 +105,9 @@ class Setting:
     that needs neurons is built when its run starts); ``plain`` samples the clean batches and
     decodes greedily. ``records`` holds what the setting's task set a strategy to, by the key
     ``study.json`` records it under (LNE-blocking's T_task: ``lne_t_task``), for the strategies
-    the study runs only.
+    the study runs only. ``calibrated`` holds the labels whose settings their model's greedy
+    decodes of the calibration questions set when their run starts (LNE-blocking's beta), so
+    that model's greedy decodes cover those questions too (:attr:`greedy_questions`).
     """
 
     spec: SettingSpec
@@ -110,6 +121,16 @@ class Setting:
     built: dict[str, Strategy] = field(default_factory=dict)
     plain: Strategy | None = None
     records: dict[str, Any] = field(default_factory=dict)
+    calibrated: frozenset[str] = frozenset()
+
+    @property
+    def greedy_questions(self) -> list:
+        """The questions each model decodes greedily: the evaluated ones, then the calibration
+        questions where a label is ``calibrated``."""
+        if not self.calibrated:
+            return self.questions
+        evaluated = {q.id for q in self.questions}
+        return self.questions + [q for q in self.calibration if q.id not in evaluated]
 
 
 def _chat_task(spec: SettingSpec, task: Any) -> Any:
@@ -174,9 +195,10 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
     if chosen is not None:
         calibration = [by_id[q] for q in chosen.calibration]
         located = [by_id[q] for q in chosen.located]
-    return Setting(spec, task, questions, leaked, calibration, located,
-                   chosen is not None and chosen.disjoint,
-                   *_setting_strategies(strategies, task, spec.task_split, questions))
+    disjoint = chosen is not None and chosen.disjoint
+    return Setting(spec, task, questions, leaked, calibration, located, disjoint,
+                   *_setting_strategies(strategies, task, spec.task_split, questions,
+                                        calibrating=disjoint and bool(calibration)))
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:

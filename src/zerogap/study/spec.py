@@ -28,11 +28,12 @@ from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
-# ban, n = 4 with the answer slot exempt, LNE-blocking at GSM8K's T_task = 7 (the study sets
-# T_task for its task otherwise), and TED with tau scaled to the task's solution length (the
-# study keeps the code's tau = 2 otherwise).
+# ban, n = 4 with the answer slot exempt, LNE-blocking at its published T_task = 7 and beta = 2
+# (the study sets T_task for its task and beta from a calibration split otherwise), and TED
+# with tau scaled to the task's solution length (the study keeps the code's tau = 2 otherwise).
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
-            "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7", "ted-scaled")
+            "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7,beta=2",
+            "ted-scaled")
 # Strategies with nothing to apply to the clean model as a control: identity is the clean
 # model's second batch, All-Zero samples nothing.
 NO_CONTROL = ("identity", "all-zero")
