@@ -182,8 +182,8 @@ class StudySpec(JsonConfig):
                 "(railcap:n=3,mode=ban)", "parse": split_labels, "metavar": "LABELS"})
     ablation: bool = field(default=False, metadata={
         "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban), n = 4 "
-                "with the answer slot exempt; LNE-blocking at T_task = 7; TED with tau scaled "
-                "to the task's solution length"})
+                "with the answer slot exempt; LNE-blocking at the published T_task = 7, "
+                "beta = 2; TED with tau scaled to the task's solution length"})
     controls: tuple[str, ...] = field(default=(), metadata={
         "help": "strategies also applied to the clean model (collateral damage alone)"})
     all_controls: bool = field(default=False, metadata={
