@@ -11,13 +11,14 @@ from pathlib import Path
 from zerogap.progress import ProgressCallback
 from zerogap.study.spec import SettingSpec, StudySpec
 
-# The demo's size, from the power calculation with the spread between questions a study of
-# these models measured (docs/demo-design.md section 6, bench/demo_power.py --study): 64
-# leaked and 64 unleaked questions of the laptop preset's split at the m whose paired SA-PPG
-# interval is narrowest there. Power for the paper's RailCap-vs-Identity difference of 0.135
-# is 0.99; the 0.06 half-width targeted would need about 384 questions (0.091 here).
+# The demo's size, from the power calculation with the spread between questions measured by a
+# pilot study apart from the tested run (its own questions and seeds; docs/demo-design.md
+# section 6, bench/demo_power.py --study): 64 leaked and 64 unleaked questions of the laptop
+# preset's split, at the cheapest m that meets both targets there (a 95% half-width of at most
+# 0.06 on RailCap against Identity and against each baseline, power >= 0.9 for the paper's
+# RailCap-vs-Identity difference of 0.135). The spread between questions, not m, sets the width.
 DEMO_QUESTIONS = 128
-DEMO_M = 8
+DEMO_M = 4
 DEMO_MAX_NEW_TOKENS = 48
 # Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
 # B = 512 (3 blocks a layer, 87 in all), and the causal score runs for the 2 blocks of highest
