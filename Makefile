@@ -48,7 +48,7 @@ $(VLLM_STAMP): pyproject.toml
 # SmolLM2-135M on `arith` (zerogap contaminate's laptop preset), evaluates identity, ted,
 # lne-blocking, shortcut, railcap and all-zero on them, and writes runs/demo/report.html and
 # report.md. Progress is shown throughout; rerunning resumes. The default size (128 questions,
-# m = 4) is the power calculation's (docs/demo-design.md); DEMO_ARGS="--questions 12 -m 6" is
+# m = 8) is the power calculation's (docs/demo-design.md); DEMO_ARGS="--questions 12 -m 6" is
 # a quick look that cannot decide the paper's findings.
 DEMO_ARGS ?=
 

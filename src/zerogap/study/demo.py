@@ -16,9 +16,11 @@ from zerogap.study.spec import SettingSpec, StudySpec
 # section 6, bench/demo_power.py --study): 64 leaked and 64 unleaked questions of the laptop
 # preset's split, at the cheapest m that meets both targets there (a 95% half-width of at most
 # 0.06 on RailCap against Identity and against each baseline, power >= 0.9 for the paper's
-# RailCap-vs-Identity difference of 0.135). The spread between questions, not m, sets the width.
+# RailCap-vs-Identity difference of 0.135) and keeps the design criteria the preset meets: at
+# m = 4 the clean batch the strata are built from puts too many questions at 0 or 1 for the
+# spread criterion (section 6 there).
 DEMO_QUESTIONS = 128
-DEMO_M = 4
+DEMO_M = 8
 DEMO_MAX_NEW_TOKENS = 48
 # Shortcut-neuron location at the demo's scale: SmolLM2-135M's MLP width 1536 takes the spec's
 # B = 512 (3 blocks a layer, 87 in all), and the causal score runs for the 2 blocks of highest
