@@ -83,6 +83,18 @@ def test_findings_reproduced_where_they_hold_by_construction():
         in got["F3"].statistic
 
 
+def test_ablation_rows_stay_out_of_f1_and_f2():
+    """A RailCap variant worse than All-Zero (an ablation row) leaves both findings as the
+    paper's comparison makes them: F2 tests RailCap and the baselines only."""
+    strategies = {**paper_like(), "railcap:n=1": counts(np.minimum(CLEAN + 60, M))}
+    first = np.tile([0, 1], CLEAN.size // 2)
+    got = run(strategies, repeat=counts(CLEAN, 1 - first), clean_first=first)
+    assert got["F2"].outcome == "reproduced"
+    assert [t.claim for t in got["F2"].tests[1:]] == [
+        f"SA-PPG({s}) - (all-zero)" for s in ("identity", "ted", "railcap")]
+    assert all("railcap:n=1" not in t.claim for f in ("F1", "F2") for t in got[f].tests)
+
+
 def test_findings_not_reproduced_where_they_are_reversed():
     strategies = paper_like()
     strategies["railcap"] = counts(np.minimum(CLEAN + 30 + JITTER, M))  # worse than identity

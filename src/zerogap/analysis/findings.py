@@ -5,8 +5,10 @@
   (TED, LNE-blocking, shortcut patching, All-Zero, whichever the study ran). One one-sided
   paired test per baseline, ``SA-PPG(railcap) - SA-PPG(b) < 0``.
 * **F2** The A-PPG paradox: All-Zero reads a smaller A-PPG than Identity, yet the largest
-  SA-PPG of all strategies. One-sided paired tests ``A-PPG(all-zero) - A-PPG(identity) < 0``
-  and ``SA-PPG(s) - SA-PPG(all-zero) < 0`` for every other strategy ``s``.
+  SA-PPG of the strategies compared (RailCap and the baselines of F1, whichever the study ran;
+  ablation rows and other strategies are not the paper's comparison, as in F1). One-sided
+  paired tests ``A-PPG(all-zero) - A-PPG(identity) < 0`` and
+  ``SA-PPG(s) - SA-PPG(all-zero) < 0`` for each such strategy ``s`` but All-Zero.
 * **F3** The 0/1 readout is noise: between the clean model's two independent batches, the
   mean per-question gap of one sampled response per question is far above that of the solve
   probabilities (paper: 0.190 vs 0.041). "Far above" is fixed here as more than twice: the
@@ -365,8 +367,9 @@ def findings(clean_counts, strategies: dict, repeat=None, *, bins: int, n_resamp
         out.append(_finding("F1", F1_CLAIM, "", (), criteria,
                             "the study ran no RailCap or no baseline"))
     if ALL_ZERO in strategies and IDENTITY in strategies:
+        compared = [n for n in (*BASELINES, RAILCAP) if n in strategies and n != ALL_ZERO]
         tests = [_less(gaps, ALL_ZERO, IDENTITY, "a_ppg"),
-                 *(_less(gaps, n, ALL_ZERO, "sa_ppg") for n in names if n != ALL_ZERO)]
+                 *(_less(gaps, n, ALL_ZERO, "sa_ppg") for n in compared)]
         out.append(_finding("F2", F2_CLAIM, "paired A-PPG and SA-PPG differences, one-sided, "
                             "weak null (stratified t)", tests, criteria))
     else:
