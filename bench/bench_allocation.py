@@ -1,7 +1,7 @@
 """Benchmark: samples an allocated study needs for the precision of a uniform one (issue 48).
 
 For each profile (zerogap.uncertainty.calibration.PAPER: Llama-2 x GSM8K as the paper shows it,
-1,319 questions at m = 50, B = 50; DEMO: the embedded demo's 128 questions, at m = 8, B = 5),
+1,319 questions at m = 50, B = 50; DEMO: the embedded demo's 128 questions at m = 8, B = 5),
 one benchmark is drawn and held fixed (its clean model, a RailCap-like strategy and Identity),
 and simulated studies of it are scored as a study would score them:
 

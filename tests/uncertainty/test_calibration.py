@@ -266,7 +266,7 @@ def test_the_profiles_look_like_the_studies_they_stand_for():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("profile", "budget", "pilot"), [
-    (DEMO, 5, 0),     # m = 8's precision at the demo's scale for about 5 samples a question
+    (DEMO, 5, 0),     # the demo's precision at m = 8 for about 5 samples per question
     (DEMO, 4, 2),     # a pilot of two samples per strategy gives the spread, then 4 more
     (PAPER, 30, 0),   # the paper's precision at m = 50 for about 30
 ])

@@ -354,9 +354,8 @@ below Identity's (Table 1: 0.191 - 0.326 = -0.135), though both read lower than 
 
 DEMO = Profile("demo", n=128, m=8, bins=5, at_zero=0.20, at_one=0.15, shape=(0.7, 0.7),
                memorised=0.97, kept=0.3, damaged=0.4)
-"""A study at the embedded demo's scale (128 questions, B = 5) at m = 8, and the demo's clean
-batch (a fifth of the questions never solved); Identity memorises its leaked half
-(docs/demo-design.md)."""
+"""The embedded demo's size (128 questions, m = 8, B = 5) and its clean batch (a fifth of the
+questions never solved); Identity memorises its leaked half (docs/demo-design.md)."""
 
 
 @dataclass(frozen=True)
