@@ -319,13 +319,6 @@ class ShortcutStrategy(Strategy):
         self._neurons: list | None = None  # the list read by check_inputs
 
     @classmethod
-    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
-        """Settings the strategy takes from its model's greedy decodes (rows with
-        ``entropies``) of a calibration split disjoint from the evaluated questions, where its
-        user sets none (LNE-blocking's beta); none by default."""
-        return {}
-
-    @classmethod
     def neuron_settings(cls, neurons: str, base: str) -> dict[str, Any]:
         return {"neurons": neurons, "base": base}
 
