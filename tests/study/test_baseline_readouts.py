@@ -133,7 +133,7 @@ def test_the_ablation_adds_ted_scaled_at_the_tasks_tau_and_ted_keeps_the_codes(t
     (prepared,) = prepare(study)
     tau = scaled_tau(solution_words(prepared.task, "test", prepared.questions))
     assert prepared.records["ted_scaled_tau"] == tau < 2  # arith's answers are short
-    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
+    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path).jobs}
     assert jobs["ted-scaled"].options == {"tau": tau}
     assert jobs["ted"].options == {}  # the code's tau = 2
-    assert jobs["ted-scaled"].run_dir != jobs["ted"].run_dir
+    assert jobs["ted-scaled"].output != jobs["ted"].output

@@ -9,7 +9,9 @@ import pytest
 
 from zerogap import cli
 from zerogap.io.counts import read_counts
+from zerogap.study.checks import RanksJob
 from zerogap.study.run import evaluate
+from zerogap.study.sampling import FilterJob, GreedyJob, SampleJob
 from zerogap.study.spec import load_study
 
 
@@ -203,8 +205,8 @@ def test_a_larger_m_samples_into_new_run_dirs(study_dir, reduced_study):
     from zerogap.study.plan import plan_setting
     from zerogap.study.settings import prepare
 
-    jobs, _, _ = plan_setting(study, prepare(study)[0], out)
-    todo = {job.label: job.todo for job in jobs}
+    planned = plan_setting(study, prepare(study)[0], out)
+    todo = {label: left.todo for label, (_, left) in planned.by_label().items()}
     assert todo["clean"] == todo["identity"] == todo["railcap"] == 10
     assert todo["clean greedy"] == todo["contaminated greedy"] == 0
 
@@ -313,10 +315,11 @@ def test_a_model_against_itself_decodes_its_greedy_once(reduced_study, tmp_path)
     study = reduced_study(strategies=("identity",))
     same = replace(study.settings[0], contaminated=study.settings[0].clean)
     study = replace(study, settings=(same,))
-    jobs, _, _ = plan_setting(study, prepare(study)[0], tmp_path)
-    greedy = [job for job in jobs if job.kind == "greedy"]
-    assert greedy[0].run_dir == greedy[1].run_dir
-    assert [job.todo for job in greedy] == [10, 0]
+    planned = plan_setting(study, prepare(study)[0], tmp_path)
+    greedy = [(job, left) for job, left in zip(planned.jobs, planned.left, strict=True)
+              if isinstance(job, GreedyJob)]
+    assert greedy[0][0].output == greedy[1][0].output
+    assert [left.todo for _, left in greedy] == [10, 0]
 
 
 def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_study):
@@ -332,17 +335,19 @@ def test_runs_of_another_backend_or_dtype_get_their_own_dirs(study_dir, reduced_
     setting = prepare(study)[0]
     # the design checks are recomputed every time (they read the runs, and cost nothing);
     # Figure 1's ranks are one file per setting, recomputed when their inputs change
-    runs = ("sample", "greedy", "filter")
-    jobs = {j.label: j for j in plan_setting(study, setting, out)[0] if j.kind in runs}
-    assert all(job.todo == 0 for job in jobs.values())  # the study_dir runs, found again
+    runs = (SampleJob, GreedyJob, FilterJob)
+    jobs = {label: (j, left) for label, (j, left) in plan_setting(study, setting, out)
+            .by_label().items() if isinstance(j, runs)}
+    assert all(left.todo == 0 for _, left in jobs.values())  # the study_dir runs, found again
     for other, dtype in ((replace(study, backend="vllm"), "float32"), (study, "bfloat16")):
-        planned = plan_setting(other, setting, out, dtype)[0]
-        again = {j.label: j for j in planned if j.kind in runs}
+        planned = plan_setting(other, setting, out, dtype).by_label()
+        again = {label: (j, left) for label, (j, left) in planned.items()
+                 if isinstance(j, runs)}
         assert again.keys() == jobs.keys()
-        assert all(again[k].run_dir != jobs[k].run_dir for k in jobs)
-        assert all(job.todo == 10 for job in again.values())
+        assert all(again[k][0].output != jobs[k][0].output for k in jobs)
+        assert all(left.todo == 10 for _, left in again.values())
         # another clean greedy run: the ranks' inputs have changed
-        assert [j.todo for j in planned if j.kind == "ranks"] == [1]
+        assert [left.todo for j, left in planned.values() if isinstance(j, RanksJob)] == [1]
 
 
 def test_backend_is_a_study_key(tmp_path):
@@ -488,11 +493,11 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it (and
     # the ablation's ted-scaled: TED's 2 edits -> 1)
     assert prepared.records == {"lne_t_task": 2, "ted_scaled_tau": 1}
-    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path)[0]}
+    jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path).jobs}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     published = "lne-blocking:t_task=7,beta=2"
     assert jobs[published].options == {"t_task": 7, "beta": 2.0}
-    assert jobs["lne-blocking"].run_dir != jobs[published].run_dir
+    assert jobs["lne-blocking"].output != jobs[published].output
     # only what runs is recorded: no LNE-blocking, no T_task; only its ablation, none taken
     (without,) = prepare(StudySpec(settings=(setting,), strategies=("identity", "railcap"), m=2))
     assert without.records == {}
@@ -516,7 +521,7 @@ def test_lne_blocking_takes_beta_from_the_calibration_questions(reduced_study, t
     (setting,) = prepare(study)
     assert setting.calibrated == {"lne-blocking"}
     calibration = [q.id for q in setting.calibration]
-    jobs = {job.label: job for job in plan_setting(study, setting, tmp_path)[0]}
+    jobs = {job.label: job for job in plan_setting(study, setting, tmp_path).jobs}
     assert [q.id for q in jobs["contaminated greedy"].questions] == [
         *(q.id for q in setting.questions), *calibration]
     assert jobs["lne-blocking"].calibrated and jobs["lne-blocking"].built is None
@@ -608,14 +613,14 @@ def test_an_auto_dtype_study_samples_into_the_runs_of_the_dtype_it_resolves_to(
         assert json.loads((out / "study.json").read_text())["dtype"] == dtype
         assert f"- sampled with the weights in {dtype}" in (out / "report.md").read_text()
         assert f"weights in {dtype}," in (out / "report.html").read_text()
-        planned = [j for j in plan_setting(study, setting, out, dtype)[0] if j.kind in ("sample",
-                                                                                 "greedy")]
-        assert planned and all(job.todo == 0 for job in planned)  # made, under these names
-        assert {j.run_dir for j in planned} == {p for p in (out / "runs").iterdir()}
-        for job in planned:
-            with RunStore(job.run_dir, create=False) as store:
+        planned = [(j, left) for j, left in plan_setting(study, setting, out, dtype)
+                   .by_label().values() if isinstance(j, SampleJob | GreedyJob)]
+        assert planned and all(left.todo == 0 for _, left in planned)  # made, under these names
+        assert {j.output for j, _ in planned} == {p for p in (out / "runs").iterdir()}
+        for job, _ in planned:
+            with RunStore(job.output, create=False) as store:
                 assert store.config()["dtype"] == dtype, job.label
     float32 = {p.name for p in (tmp_path / "float32" / "runs").iterdir()}
     assert float32.isdisjoint(p.name for p in (tmp_path / "bfloat16" / "runs").iterdir())
-    assert float32 == {j.run_dir.name for j in plan_setting(study, setting, tmp_path, "float32")[0]
-                       if j.kind in ("sample", "greedy")}
+    assert float32 == {j.output.name for j in plan_setting(study, setting, tmp_path, "float32")
+                       .jobs if isinstance(j, SampleJob | GreedyJob)}

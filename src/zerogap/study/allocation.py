@@ -1,7 +1,8 @@
 """An allocated study's plan: each question's m, computed once the clean model's second batch
 (and the strategies' pilots) are sampled (issue 48; :mod:`zerogap.uncertainty.allocation`).
 
-The plan is a cheap job of the setting's job graph (:mod:`zerogap.study.plan`): it reads the
+The plan is a cheap job of the setting's job graph (:mod:`zerogap.study.plan`), the ``allocate``
+job kind (:class:`AllocateJob`): it reads the
 second clean batch, so the executor runs it once that batch is stored, and every allocated
 strategy's run reads the plan, so none samples before it. It is recorded beside the runs
 (:mod:`zerogap.analysis.allocation`) with the inputs it was computed from:
@@ -23,11 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zerogap.analysis.allocation import AllocationPlan, read_allocation, write_allocation
 from zerogap.errors import DataError, UserError
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
@@ -55,6 +58,32 @@ def plan_inputs(study: StudySpec, s: Setting, repeat: Path, pilots: Mapping[str,
                   "runs": {label: path.name for label, path in pilots.items()}}
         if pilots else None,
     }
+
+
+@register_job_kind("allocate")
+@dataclass
+class AllocateJob(Job):
+    """Setting's plan into the file ``output``, from the second clean batch and the runs
+    ``pilots`` (label -> run directory)."""
+
+    label: str
+    output: Path
+    pilots: dict[str, Path] = field(default_factory=dict)
+
+    def reads(self, runs: SettingRuns) -> tuple[Path, ...]:
+        return (runs.repeat, *self.pilots.values())
+
+    def recorded(self, study: StudySpec, s: Setting, runs: SettingRuns) -> AllocationPlan | None:
+        """The plan recorded for the inputs as they are now (None: it is to be computed)."""
+        return recorded_plan(self.output, plan_inputs(study, s, runs.repeat, self.pilots))
+
+    def left(self, planning: Planning) -> Left:
+        return Left(int(planning.plan is None))
+
+    def run(self, context: JobContext) -> None:
+        s = context.setting
+        context.progress.stage(f"{s.spec.name}: allocating the strategies' samples")
+        allocate_setting(self.output, context.study, s, context.runs.repeat, self.pilots)
 
 
 def recorded_plan(path: Path, inputs: Mapping[str, Any]) -> AllocationPlan | None:
@@ -131,11 +160,10 @@ def shortfall(run_dir: Path, plan: Mapping[str, int]) -> tuple[int, int]:
     return len(lacking), sum(lacking)
 
 
-def samples_drawn(plan: AllocationPlan, runs: Path, dirs: Mapping[str, Path],
-                  controls: Mapping[str, Path]) -> dict[str, int]:
+def samples_drawn(plan: AllocationPlan, folder: Path, runs: SettingRuns) -> dict[str, int]:
     """Samples each run of an allocated setting holds, by label (greedy decodes and filters,
     which draw none of their own, left out; controls as ``"LABEL on the clean model"``), and
-    ``"pilot"``: the pilots' sum (``runs``: the study's run folder)."""
+    ``"pilot"``: the pilots' sum (``folder``: the study's run folder)."""
     from zerogap.store import RunStore
 
     def drawn(run_dir: Path) -> int | None:
@@ -144,9 +172,9 @@ def samples_drawn(plan: AllocationPlan, runs: Path, dirs: Mapping[str, Path],
                 return None
             return sum(store.sample_counts().values())
 
-    named = {label: d for label, d in dirs.items() if label not in ("greedy", "clean greedy")}
-    named.update({f"{label} on the clean model": d for label, d in controls.items()})
+    named = runs.scored()
+    named.update({f"{label} on the clean model": d for label, d in runs.controls.items()})
     out = {label: n for label, d in named.items() if (n := drawn(d)) is not None}
     pilot = plan.inputs.get("pilot") or {"runs": {}}
-    out["pilot"] = sum(drawn(runs / name) or 0 for name in pilot["runs"].values())
+    out["pilot"] = sum(drawn(folder / name) or 0 for name in pilot["runs"].values())
     return out

@@ -1,18 +1,20 @@
-"""What a study measures on the two models alone: the design checks and Figure 1's ranks.
+"""What a study measures on the two models alone: the design checks and Figure 1's ranks, the
+``design`` and ``ranks`` job kinds (:mod:`zerogap.study.job`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zerogap.analysis.score import REPEAT
 from zerogap.errors import DataError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 from zerogap.strategies import PLAIN
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
 from zerogap.study.settings import Setting
 
 if TYPE_CHECKING:
@@ -22,7 +24,59 @@ if TYPE_CHECKING:
 RANK_STEPS = 10  # Figure 1 b/d reads the first ten decoding steps
 
 
-def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
+@register_job_kind("design")
+@dataclass
+class DesignJob(Job):
+    """The design checks into the file ``output``: cheap, and they read runs that may have
+    grown, so they run at every invocation (their first time stands in the record); they load
+    no model."""
+
+    label: str
+    output: Path
+    timed = False
+    first_time_stands = True
+
+    def reads(self, runs: SettingRuns) -> tuple[Path, ...]:
+        return (runs.clean, runs.repeat, runs.strategies[PLAIN], runs.contaminated_greedy,
+                runs.clean_greedy)
+
+    def left(self, planning: Planning) -> Left:
+        return Left(1)
+
+    def gpus(self, engine: float) -> float:
+        return 0.0
+
+    def run(self, context: JobContext) -> None:
+        name = context.setting.spec.name
+        context.progress.stage(f"{name}: design checks")
+        criteria = design_checks(self.output, context.setting, context.runs)
+        met = sum(c.met for c in criteria)
+        context.progress.stage(f"{name}: design checks: {met} of {len(criteria)} met")
+
+
+@register_job_kind("ranks")
+@dataclass
+class RanksJob(Job):
+    """Figure 1 b/d's ranks into the file ``output``, recomputed only when their inputs change
+    (so untimed: a rerun that recomputes them keeps the recorded times)."""
+
+    label: str
+    output: Path
+    timed = False
+
+    def reads(self, runs: SettingRuns) -> tuple[Path, ...]:
+        return (runs.clean_greedy,)
+
+    def left(self, planning: Planning) -> Left:
+        return Left(0 if ranks_current(self.output, planning.setting,
+                                       planning.runs.clean_greedy) else 1)
+
+    def run(self, context: JobContext) -> None:
+        figure_ranks(self.output, context.setting, context.engine, context.runs.clean_greedy,
+                     context.progress)
+
+
+def design_checks(path: Path, s: Setting, runs: SettingRuns) -> list:
     """Measure the design criteria on the two models alone (clean batches, identity, both
     models' greedy decodes) and write them to ``path``; see :mod:`zerogap.analysis.design`.
 
@@ -37,17 +91,17 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
 
     ids = [q.id for q in s.questions]
 
-    def solve(label: str) -> np.ndarray:
-        with RunStore(dirs[label], create=False) as store:
+    def solve(run_dir: Path) -> np.ndarray:
+        with RunStore(run_dir, create=False) as store:
             rows = {r["id"]: r for r in run_counts(store)}
         return np.array([rows[q]["correct"] / rows[q]["samples"] for q in ids])
 
-    def against_greedy(label: str, greedy_label: str, model: str):
+    def against_greedy(run_dir: Path, greedy_dir: Path, model: str):
         tokenizer = load_tokenizer(model)
-        with RunStore(dirs[greedy_label], create=False) as store:
+        with RunStore(greedy_dir, create=False) as store:
             greedy = {q: g.text for q, g in store.greedy().items()}
         samples: dict[str, list[str]] = {q: [] for q in ids}
-        with RunStore(dirs[label], create=False) as store:
+        with RunStore(run_dir, create=False) as store:
             for row in store.samples():
                 if row.question_id in samples:
                     samples[row.question_id].append(row.text)
@@ -56,9 +110,10 @@ def design_checks(path: Path, s: Setting, dirs: dict[str, Path]) -> list:
 
     leaked = set(s.leaked or ())
     criteria = design_criteria(
-        solve("clean"), solve(REPEAT), solve(PLAIN), np.array([q in leaked for q in ids]),
-        co=against_greedy(PLAIN, "greedy", s.spec.contaminated),
-        cl=against_greedy("clean", "clean greedy", s.spec.clean),
+        solve(runs.clean), solve(runs.repeat), solve(runs.strategies[PLAIN]),
+        np.array([q in leaked for q in ids]),
+        co=against_greedy(runs.strategies[PLAIN], runs.contaminated_greedy, s.spec.contaminated),
+        cl=against_greedy(runs.clean, runs.clean_greedy, s.spec.clean),
     )
     write_design(path, criteria, ids)
     return criteria

@@ -1,12 +1,11 @@
-"""Running a setting's jobs: each job on the kind of run it is, with models loaded once per slot.
+"""Running a setting's jobs, with models loaded once per slot.
 
 :func:`run_jobs` hands a setting's unfinished jobs (:mod:`zerogap.study.plan`) to an executor
 (:mod:`zerogap.study.executor`; local threads by default, :mod:`zerogap.study.workers`) as a
-:class:`SettingJobs`, which runs one with :func:`run_job`: a sampling run or greedy decodes
-requested and prepared through :mod:`zerogap.runs` (:class:`~zerogap.runs.RunRequest`,
-:func:`~zerogap.runs.prepare`) on the slot's loaded model, a filter over another run's samples,
-neuron location, the design checks or Figure 1's ranks. A :class:`SettingJobs` is data: an
-executor may pickle it and run its jobs in other processes, where each loads its own models.
+:class:`SettingJobs`, which runs one with :func:`run_job`: the job itself says how it runs
+(:meth:`zerogap.study.job.Job.run`), on the slot's :class:`Models`. A :class:`SettingJobs` is
+data: an executor may pickle it and run its jobs in other processes, where each loads its own
+models.
 """
 
 from __future__ import annotations
@@ -14,31 +13,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerogap.analysis.allocation import read_allocation
-from zerogap.analysis.score import REPEAT
-from zerogap.strategies import strategy_class
-from zerogap.study.allocation import allocate_setting
-from zerogap.study.checks import design_checks, figure_ranks
 from zerogap.study.executor import Executor, Node, Slot
-from zerogap.study.neurons import locate_for_setting
-from zerogap.study.plan import Job
-from zerogap.study.progress import JobProgress, Tracker, counting_store
+from zerogap.study.job import Job, JobContext, SettingRuns
+from zerogap.study.progress import JobProgress, Tracker
 from zerogap.study.settings import Setting
 from zerogap.study.spec import SettingSpec, StudySpec
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
     from zerogap.runs import LoadedEngine
-
-
-# Jobs whose time is not the study's sampling work: the design checks (their first time is
-# kept, as they run at every invocation) and Figure 1's ranks (recomputed only when their
-# inputs change, so a rerun that recomputes them keeps the recorded wall and job times).
-UNTIMED = ("design", "ranks")
 
 
 class Models:
@@ -81,83 +66,10 @@ class Models:
         self.loaded.clear()
 
 
-def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
-            dirs: dict[str, Path], progress: JobProgress) -> None:
+def run_job(job: Job, study: StudySpec, s: Setting, models: Models, runs: SettingRuns,
+            progress: JobProgress) -> None:
     """Run ``job`` of setting ``s`` on ``models`` (its slot's), resuming what it stored."""
-    from zerogap.engine.base import SamplingSpec
-    from zerogap.runs import GreedyRun, RunRequest, build_strategy, prepare, run_filter
-    from zerogap.store import RunStore
-
-    engine = partial(models.engine, progress=progress)
-    if job.kind == "neurons":
-        locate_for_setting(job.run_dir, study, s, engine, dirs["greedy"], progress)
-        return
-    if job.kind == "ranks":
-        figure_ranks(job.run_dir, s, engine, dirs["clean greedy"], progress)
-        return
-    if job.kind == "allocate":
-        progress.stage(f"{s.spec.name}: allocating the strategies' samples")
-        allocate_setting(job.run_dir, study, s, dirs[REPEAT], job.pilots)
-        return
-    if job.kind == "design":
-        progress.stage(f"{s.spec.name}: design checks")
-        criteria = design_checks(job.run_dir, s, dirs)
-        met = sum(c.met for c in criteria)
-        progress.stage(f"{s.spec.name}: design checks: {met} of {len(criteria)} met")
-        return
-    loaded = engine(job.role)
-    progress.stage(f"{s.spec.name}: {job.label}")
-    # A strategy the setting did not build (its neurons are located by the study, or its
-    # settings come from the calibration questions' greedy decodes) is built now; the study
-    # held its class against the backend before anything ran.
-    options = job.options
-    if job.calibrated:
-        assert job.greedy_dir is not None
-        options = {**options, **calibration_settings(job.strategy, job.greedy_dir, s)}
-    strategy = job.built or build_strategy(job.strategy, options)
-    if job.kind == "filter":  # no sampling: rows are not the study's progress
-        assert job.source is not None and job.greedy_dir is not None
-        with RunStore(job.run_dir) as store, RunStore(job.source, create=False) as source, \
-                RunStore(job.greedy_dir, create=False) as greedy_store:
-            run_filter(source, store, greedy_store, loaded.loaded.tokenizer, strategy=strategy)
-        return
-    greedy = job.kind == "greedy"
-    spec = (SamplingSpec(m=1, max_new_tokens=study.max_new_tokens) if greedy else
-            SamplingSpec(m=job.m, temperature=study.temperature,
-                         max_new_tokens=study.max_new_tokens, seed=job.seed))
-    samples = None if job.allocation is None else read_allocation(job.allocation).samples
-    questions = s.questions if job.questions is None else job.questions
-    run = prepare(RunRequest(getattr(s.spec, job.role), s.task, s.spec.task_split,
-                             tuple(questions), strategy, spec, greedy=greedy,
-                             backend=models.backend, engine=models.options, samples=samples),
-                  loaded)
-    try:
-        with counting_store(job.run_dir, progress) as store:
-            if isinstance(run, GreedyRun):
-                run.into(store)
-                return
-            assert job.greedy_dir is not None
-            # Read-only: the greedy job wrote every decode before this job started, and jobs
-            # side by side may read the same greedy store (a writer would hold its lock).
-            with RunStore(job.greedy_dir, create=False) as greedy_store:
-                run.into(store, greedy_store=greedy_store)
-    finally:
-        loaded.release_sources()  # a patch source (shortcut's base) only lives for its run
-
-
-def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, Any]:
-    """What strategy ``name`` takes from the greedy decodes in ``greedy_dir`` of setting
-    ``s``'s calibration questions (:meth:`~zerogap.strategies.Strategy.calibration_settings`;
-    the greedy job decoded them, :attr:`~zerogap.study.settings.Setting.greedy_questions`)."""
-    from zerogap.store import RunStore
-
-    with RunStore(greedy_dir, create=False) as store:
-        decoded = store.greedy()
-    missing = [q.id for q in s.calibration if q.id not in decoded]
-    if missing:
-        raise RuntimeError(f"{greedy_dir} lacks the greedy decodes of {len(missing)} "
-                           f"calibration questions (first: {missing[0]})")
-    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration])
+    job.run(JobContext(study, s, runs, models, progress))
 
 
 @dataclass
@@ -175,7 +87,7 @@ class SettingJobs:
     todo: Sequence[Job]
     study: StudySpec
     setting: Setting
-    dirs: dict[str, Path]
+    runs: SettingRuns
     options: EngineOptions
     side_by_side: bool
     pool: Sequence[Models] | None = field(default=None, repr=False, compare=False)
@@ -189,7 +101,7 @@ class SettingJobs:
             if self.pool is None else self.pool[slot.index]
         started = time.monotonic()
         try:
-            run_job(self.todo[item], self.study, self.setting, models, self.dirs,
+            run_job(self.todo[item], self.study, self.setting, models, self.runs,
                     JobProgress(slot))
         finally:
             if own:
@@ -212,8 +124,8 @@ def engine_gpus(backend: str, options: EngineOptions) -> float:
 def run_jobs(jobs: SettingJobs, tracker: Tracker, seconds: dict[str, float],
              fingerprints: dict[str, str], executor: Executor) -> None:
     """Run a setting's unfinished ``jobs`` through ``executor``: their events feed
-    ``tracker``, each job's time lands in ``seconds`` (the design checks' first time stands:
-    they run at every invocation; Figure 1's ranks are not timed) and the fingerprints of the
+    ``tracker``, each timed job's time lands in ``seconds`` (an untimed job's first time, where
+    it stands: :attr:`~zerogap.study.job.Job.first_time_stands`) and the fingerprints of the
     models loaded in ``fingerprints``."""
     if jobs.side_by_side:
         tracker.leave()  # the line shows the slots' stages from here
@@ -224,11 +136,11 @@ def run_jobs(jobs: SettingJobs, tracker: Tracker, seconds: dict[str, float],
             tracker.replay(event)
             return
         job, (took, loaded) = jobs.todo[item], event[1:]
-        if job.kind not in UNTIMED or (job.kind == "design" and job.label not in seconds):
+        if job.timed or (job.first_time_stands and job.label not in seconds):
             seconds[job.label] = took
         fingerprints.update(loaded)
         tracker.job_done()
 
-    nodes = [Node(job.run_dir, job.reads, job.label, 0.0 if job.kind == "design" else gpus)
+    nodes = [Node(job.output, job.reads(jobs.runs), job.label, job.gpus(gpus))
              for job in jobs.todo]
     executor.run(nodes, jobs, report=report, interrupted=tracker.stop)

@@ -1,18 +1,41 @@
-"""Shortcut-neuron location for a study setting, resumable, reusing the study's greedy decodes.
+"""Shortcut-neuron location for a study setting, resumable, reusing the study's greedy decodes:
+the ``neurons`` job kind (:mod:`zerogap.study.job`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 
 if TYPE_CHECKING:
     from zerogap.runs import LoadedEngine
     from zerogap.study.progress import JobProgress
+
+
+@register_job_kind("neurons")
+@dataclass
+class NeuronsJob(Job):
+    """The setting's shortcut neurons ranked into the file ``output``, located once per
+    (models, leaked questions, calibration) and shared by every strategy that patches them."""
+
+    label: str
+    output: Path
+
+    def reads(self, runs: SettingRuns) -> tuple[Path, ...]:
+        return (runs.contaminated_greedy,)
+
+    def left(self, planning: Planning) -> Left:
+        return Left(0 if self.output.is_file() else 1)
+
+    def run(self, context: JobContext) -> None:
+        locate_for_setting(self.output, context.study, context.setting, context.engine,
+                           context.runs.contaminated_greedy, context.progress)
 
 
 def locate_for_setting(path: Path, study: StudySpec, s: Setting,

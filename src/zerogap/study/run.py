@@ -62,7 +62,8 @@ from zerogap.analysis.score import REPEAT
 from zerogap.io.files import write_text
 from zerogap.strategies import PLAIN, strategy_class
 from zerogap.study.executor import Executor, ExecutorName
-from zerogap.study.jobs import UNTIMED, Models, SettingJobs, run_jobs
+from zerogap.study.job import SettingRuns
+from zerogap.study.jobs import Models, SettingJobs, run_jobs
 from zerogap.study.plan import plan_setting
 from zerogap.study.progress import StudyProgress, Tracker
 from zerogap.study.settings import Setting, prepare
@@ -132,18 +133,18 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
     """:func:`evaluate` once its executor is open."""
     # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
     options = executor.check_engine(study.backend, engine)
-    planned = [(s, *plan_setting(study, s, out, options.dtype)) for s in prepared]
-    state = StudyProgress(jobs_total=sum(len(jobs) for _, jobs, _, _ in planned),
-                          questions_total=sum(j.todo for _, jobs, _, _ in planned for j in jobs
-                                              if j.kind in ("sample", "greedy")),
-                          rows_total=sum(j.rows for _, jobs, _, _ in planned for j in jobs))
+    planned = [plan_setting(study, s, out, options.dtype) for s in prepared]
+    state = StudyProgress(jobs_total=sum(len(p.jobs) for p in planned),
+                          questions_total=sum(left.questions for p in planned for left in p.left),
+                          rows_total=sum(left.rows for p in planned for left in p.left))
     tracker = Tracker(progress, state)
     if study.sweep is not None and missing_variants(study.sweep):
         tracker.stage("training the sweep's missing contamination variants")
         build_sweep(study.sweep)
     entries = []
     earlier = _recorded_times(out)
-    for s, jobs, dirs, controls in planned:
+    for setting in planned:
+        s = setting.setting
         pool = [Models(s.spec, study.backend, options) for _ in range(executor.width)]
         # Time of each job, whenever it ran: a resumed study keeps the earlier runs' times.
         # The design checks run at every invocation (they read runs that may have grown); their
@@ -153,20 +154,19 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
         seconds, wall = earlier.get(s.spec.name, ({}, 0.0))
         seconds = dict(seconds)
         fingerprints: dict[str, str] = {}
-        todo = [job for job in jobs if job.todo]
-        state.jobs_done += len(jobs) - len(todo)  # finished by an earlier call
+        todo = setting.unfinished()
+        state.jobs_done += len(setting.jobs) - len(todo)  # finished by an earlier call
         started = time.monotonic()
         try:
-            run_jobs(SettingJobs(todo, study, s, dirs, options, executor.width > 1, pool),
+            run_jobs(SettingJobs(todo, study, s, setting.runs, options, executor.width > 1, pool),
                      tracker, seconds, fingerprints, executor)
         finally:
             for models in pool:
                 models.close()
-        if wall is not None and any(job.kind not in UNTIMED for job in todo):
+        if wall is not None and any(job.timed for job in todo):
             wall += time.monotonic() - started
-        ranks = next(job.run_dir for job in jobs if job.kind == "ranks")
-        plan = next((job.run_dir for job in jobs if job.kind == "allocate"), None)
-        entries.append({**_entry(s, dirs, controls, fingerprints, out, ranks, plan),
+        entries.append({**_entry(s, setting.runs, fingerprints, out, setting.ranks,
+                                 setting.allocation),
                         "seconds": seconds,
                         **({} if wall is None else {"wall_seconds": round(wall, 1)})})
     tracker.stage("writing the report")
@@ -189,8 +189,8 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
     return write_report(out)
 
 
-def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
-           loaded: dict[str, str], out: Path, ranks: Path, allocation: Path | None) -> dict:
+def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ranks: Path,
+           allocation: Path | None) -> dict:
     """The setting's record in study.json; counts exported, paths relative to ``out``;
     ``loaded`` holds the fingerprints of the models loaded this time, by role; ``allocation``
     is an allocated setting's plan file, whose m per question the allocated runs' counts keep
@@ -204,22 +204,21 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
     limit = None if plan is None else plan.samples
     base = out / "counts" / slug(s.spec.name)
     files = {}
-    for label, run_dir in dirs.items():
-        if label in ("greedy", "clean greedy"):
-            continue
+    for label, run_dir in runs.scored().items():
         target = base / f"{slug(label)}.jsonl"
         _export_counts(run_dir, target, ids, limit)
         files[label] = str(target.relative_to(out))
     control_files = {}
-    for label, run_dir in controls.items():
+    for label, run_dir in runs.controls.items():
         target = base / "controls" / f"{slug(label)}.jsonl"
         _export_counts(run_dir, target, ids, limit)
         control_files[label] = str(target.relative_to(out))
     design = out / "design" / f"{slug(s.spec.name)}.json"
+    labelled = runs.labelled()
     fingerprints = {}
     for role, label in (("clean", "clean"), ("contaminated", PLAIN)):
-        if label in dirs:
-            with RunStore(dirs[label], create=False) as store:
+        if label in labelled:
+            with RunStore(labelled[label], create=False) as store:
                 fingerprints[role] = store.config().get("model_fingerprint")
     fingerprints.update(loaded)
     return {
@@ -232,20 +231,20 @@ def _entry(s: Setting, dirs: dict[str, Path], controls: dict[str, Path],
         "base": s.spec.base,
         "counts": {"clean": files.pop("clean"), "repeat": files.pop(REPEAT),
                    "strategies": files, "controls": control_files},
-        "runs": {label: str(d.relative_to(out)) for label, d in dirs.items()},
-        "control_runs": {label: str(d.relative_to(out)) for label, d in controls.items()},
+        "runs": {label: str(d.relative_to(out)) for label, d in labelled.items()},
+        "control_runs": {label: str(d.relative_to(out)) for label, d in runs.controls.items()},
         "design": str(design.relative_to(out)) if design.is_file() else None,
-        "baselines": _baselines(s, dirs),
-        "figure_runs": {k: str(dirs[k].relative_to(out)) for k in (PLAIN, "greedy")
-                        if k in dirs},
+        "baselines": _baselines(s, runs.strategies),
+        "figure_runs": {k: str(labelled[k].relative_to(out)) for k in (PLAIN, "greedy")
+                        if k in labelled},
         "ranks": str(ranks.relative_to(out)),
         "allocation": None if plan is None or allocation is None else {
             "plan": str(allocation.relative_to(out)),
-            "drawn": samples_drawn(plan, out / "runs", dirs, controls)},
+            "drawn": samples_drawn(plan, out / "runs", runs)},
     }
 
 
-def _baselines(s: Setting, dirs: dict[str, Path]) -> dict:
+def _baselines(s: Setting, strategy_runs: dict[str, Path]) -> dict:
     """What the study set the strategies it ran to at this scale, for the report: what the
     setting's task set (LNE-blocking's T_task), what the calibration questions set (LNE-blocking's
     beta, with their number) and, for a strategy patching located neurons,
@@ -258,15 +257,15 @@ def _baselines(s: Setting, dirs: dict[str, Path]) -> dict:
     out: dict[str, Any] = dict(s.records)
     for label, (name, _) in s.strategies.items():
         chosen = strategy_class(name)
-        if label in s.calibrated and label in dirs:
+        if label in s.calibrated and label in strategy_runs:
             # What the calibration questions set, as the run recorded it.
-            with RunStore(dirs[label], create=False) as store:
+            with RunStore(strategy_runs[label], create=False) as store:
                 used = store.config()["strategy_config"]
             out.update({record: used[key] for key, record in chosen.calibration_records.items()})
             out["calibration_questions"] = len(s.calibration)
-        if label not in dirs or not chosen.needs_neurons:
+        if label not in strategy_runs or not chosen.needs_neurons:
             continue
-        with RunStore(dirs[label], create=False) as store:
+        with RunStore(strategy_runs[label], create=False) as store:
             _, meta = load_neurons(store.config()["strategy_config"]["neurons"])
         leaked = set(meta.get("leaked_ids", ()))
         calibration = meta.get("calibration_ids", [])
