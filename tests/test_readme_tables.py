@@ -1,5 +1,6 @@
 """The docs' settings tables are the ones generated from the configs; this fails on drift."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,81 @@ def test_the_readme_settings_table_is_the_generated_one(command):
     assert block == generated, (
         f"{found[0].name}'s table drifted from the configs: replace the lines after "
         f"'{marker.strip()}' with the output of `{command}`")
+
+
+NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+           "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+           "eighteen", "nineteen", "twenty")
+
+
+def _layout() -> str:
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    return text.split("## Layout (`src/zerogap/`)", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_contributors_layout_map_names_every_module():
+    """Each module of src/zerogap is named in docs/contributing.md's map, a package's modules
+    in its package's entry (cli's command modules are the "one module per command group")."""
+    from zerogap.cli import COMMAND_MODULES
+
+    layout = _layout()
+    entries = {entry.split("`", 2)[1]: entry for entry in layout.split("\n- ")[1:]}
+    src = ROOT / "src" / "zerogap"
+    missing = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        if rel.stem in ("__init__", "__main__"):
+            continue
+        if len(rel.parts) == 1:
+            named = f"`{rel.stem}`" in layout
+        elif rel.parts[0] == "cli":
+            named = f"zerogap.cli.{rel.stem}" in COMMAND_MODULES or f"`cli/{rel.stem}`" in layout
+        else:
+            named = f"`{rel.stem}`" in entries.get(f"{rel.parts[0]}/", "")
+        if not named:
+            missing.append(str(rel))
+    assert missing == [], f"docs/contributing.md's layout map lacks {missing}"
+
+
+def test_the_strategy_declarations_table_lists_what_a_strategy_declares():
+    """docs/strategies.md's table has a row for every class-level declaration of
+    zerogap.strategies.Strategy and every hook that takes a setting from outside its config,
+    with the declared default where it is a plain value."""
+    import typing
+
+    from zerogap.strategies import Strategy
+
+    text = (ROOT / "docs" / "strategies.md").read_text(encoding="utf-8")
+    section = text.split("### What a strategy declares", 1)[1]
+    table = [line for line in section.split("\n\n") if line.startswith("| declaration")][0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for name in cells[0].split("`")[1::2]:
+            rows[name.split("(")[0]] = cells[1]
+    declared = [name for name, kind in typing.get_type_hints(Strategy).items()
+                if typing.get_origin(kind) is typing.ClassVar]
+    hooks = ["neuron_settings", "task_settings", "calibration_settings"]
+    assert sorted(rows) == sorted([*declared, *hooks])
+    for name in declared:
+        default = getattr(Strategy, name)
+        if isinstance(default, bool | str | tuple):
+            assert rows[name] == f"`{json.dumps(default) if isinstance(default, str) else default}`"
+
+
+def test_the_docs_count_the_design_criteria_the_code_measures():
+    """Every page that counts the design criteria says as many as zerogap.analysis.design
+    measures (in words, or as the terminal summary's "N of 12")."""
+    import re
+
+    from zerogap.analysis.design import KEYS
+
+    counts = (r"(\w+) properties of the two models", r"measures the (\w+) criteria",
+              r"There are (\w+): the clean model", r"searched by the current (\w+) criteria",
+              r"design checks are the (\w+) criteria", r"N of (\d+) met")
+    said = []
+    for page in ("README.md", "docs/demo-regime.md", "docs/demo-design.md"):
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        said += [(page, word) for pattern in counts for word in re.findall(pattern, text)]
+    assert len(said) == 6, said
+    assert {word for _, word in said} <= {NUMBERS[len(KEYS)], str(len(KEYS))}, said

@@ -140,7 +140,8 @@ def single_draw(correct, samples, *, seed: int | np.random.Generator = 0) -> np.
 
 
 def strata(r_clean, *, bins: int = DEFAULT_BINS) -> np.ndarray:
-    """Stratum index of each question: ``b`` such that ``r_clean`` lies in ``[b/B, (b+1)/B)``.
+    """Stratum index of each question: ``b`` such that ``r_clean`` lies in ``[b/B, (b+1)/B)``
+    (the paper's bins D_b, eq. 12, counted from 0).
 
     The last stratum is closed at 1, so ``r_clean = 1`` falls in stratum ``B - 1``.
 
@@ -232,12 +233,13 @@ class RestorationGaps:
     """Every restoration metric of one strategy against the clean model.
 
     ``a_ppg = delta_plus + delta_minus``, ``g_app = |delta_plus - delta_minus|`` and
-    ``sa_ppg = s_delta_plus + s_delta_minus``. ``delta_plus`` is under-suppression (inflated
-    performance left in place), ``delta_minus`` over-suppression (performance pushed below the
-    clean model). ``g_ap`` is None unless single 0/1 draws were given. ``strata_used`` lists the
-    non-empty strata (0-based), ``strata_sizes`` their question counts, and
-    ``stratum_delta_plus`` / ``stratum_delta_minus`` the mean Δ+ and Δ- inside each of them
-    (what S-Δ+ and S-Δ- average; shape (len(strata_used),)).
+    ``sa_ppg = s_delta_plus + s_delta_minus``. ``delta_plus`` (Δ+, the paper's eq. 9) is
+    under-suppression (inflated performance left in place), ``delta_minus`` (Δ-, eq. 10)
+    over-suppression (performance pushed below the clean model). ``g_ap`` is None unless
+    single 0/1 draws were given. ``strata_used`` lists the non-empty strata (0-based),
+    ``strata_sizes`` their question counts, and ``stratum_delta_plus`` /
+    ``stratum_delta_minus`` the mean Δ+ and Δ- inside each of them (what S-Δ+ and S-Δ-
+    average; shape (len(strata_used),)).
     """
 
     n_questions: int

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from zerogap.decoding.specs import answer_marker_ids
@@ -47,6 +48,7 @@ from zerogap.engine.base import (
     Generation,
     InterventionSpec,
     SamplingSpec,
+    WeightDtype,
     backend_capabilities,
     backend_class,
     concrete_dtype,
@@ -90,6 +92,52 @@ def first_questions(questions: Sequence[Question], limit: int | None) -> tuple[Q
     if limit is not None and limit < 1:
         raise UserError(f"--limit must be at least 1, got {limit}")
     return tuple(questions[:limit])
+
+
+# The weight dtype a run or a study resumes in: the one its stores record (a flag may say
+# otherwise, and the fingerprint check then names the mismatch).
+
+
+def resume_dtype(flag: str | None, run_dirs) -> str:
+    """The weight dtype a run is made or resumed in.
+
+    ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
+    records, so a stored run resumes as it was made. A run stored before runs recorded their
+    dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
+    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
+    run is prepared (:func:`check_engine`).
+    """
+    from zerogap.store import DB_NAME, inspect_store
+
+    for folder in run_dirs if flag is None else ():
+        if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
+            with RunStore(folder, create=False) as store:
+                config = store.config()
+            if config:
+                return config.get("dtype", "float32")
+    return flag or "auto"
+
+
+def study_folder_dtype(flag: str | None, out: Path) -> str:
+    """The weight dtype a study samples in, as given: ``flag`` (``--dtype``) when given, else
+    the dtype the study folder ``out`` records (its record, else its runs: a study made before
+    in float32 resumes into its own runs), else ``auto``, which the study makes concrete where
+    its jobs run (the study's executor checks the engine there)."""
+    import json
+
+    from zerogap.analysis.folder import STUDY_FILE
+
+    record = out / STUDY_FILE
+    if flag is None and record.is_file():
+        return json.loads(record.read_text(encoding="utf-8")).get("dtype", "float32")
+    runs = sorted((out / "runs").iterdir()) if (out / "runs").is_dir() else []
+    return resume_dtype(flag, runs)
+
+
+def study_dtype(flag: str | None, out: Path, backend: str, device: str | None) -> WeightDtype:
+    """:func:`study_folder_dtype` made concrete on this machine
+    (:func:`~zerogap.engine.base.concrete_dtype`)."""
+    return concrete_dtype(study_folder_dtype(flag, out), backend, device)
 
 
 def check_engine(backend: str, options: EngineOptions) -> EngineOptions:

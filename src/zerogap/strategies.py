@@ -143,6 +143,9 @@ class Strategy:
     calibration_records : dict
         The same for :meth:`calibration_settings` (LNE-blocking: ``beta`` -> ``lne_beta``); a
         strategy with none takes nothing from a calibration split.
+    has_control : bool
+        Applied to the clean model, it measures something of its own (its collateral damage);
+        False for identity (its control is the clean model's second batch) and All-Zero.
     """
 
     config_class: ClassVar[type[Any]] = NoSettings
@@ -155,6 +158,7 @@ class Strategy:
     needs_neurons: ClassVar[bool] = False
     task_setting_records: ClassVar[dict[str, str]] = {}
     calibration_records: ClassVar[dict[str, str]] = {}
+    has_control: ClassVar[bool] = True
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
@@ -198,6 +202,8 @@ class Strategy:
 
 class IdentityStrategy(Strategy):
     """Identity: plain sampling at tau, no mitigation (the contaminated model as it is)."""
+
+    has_control = False
 
 
 class RailCapStrategy(Strategy):
@@ -354,6 +360,7 @@ class AllZeroStrategy(Strategy):
     config_class = NoSettings
     samples_model = False
     readout = "zero"
+    has_control = False
 
 
 _STRATEGIES: Registry[tuple[type[Strategy], dict[str, Any]]] = Registry(

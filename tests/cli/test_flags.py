@@ -8,9 +8,10 @@ import json
 import pytest
 
 from zerogap.cli import build_parser, main
-from zerogap.cli.evaluate import _study_from_args, study_dtype
+from zerogap.cli.evaluate import _study_from_args
 from zerogap.cli.flags import _commands, _described, add_config_arguments
 from zerogap.engine.base import EngineOptions, SamplingSpec
+from zerogap.runs import study_dtype
 
 
 @pytest.fixture(scope="module")

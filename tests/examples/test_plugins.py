@@ -1,6 +1,7 @@
-"""The examples in ``examples/``: a third-party logits strategy and a third-party backend, each
-found through its package's entry point (a dist-info written from its ``pyproject.toml``, as pip
-would install it; no network), run end to end in a fresh interpreter."""
+"""The examples in ``examples/``: a third-party logits strategy, backend, study job kind and
+study executor, each found through its package's entry point (a dist-info written from its
+``pyproject.toml``, as pip would install it; no network), run end to end in a fresh
+interpreter."""
 
 import json
 import subprocess
@@ -20,7 +21,7 @@ HELPERS = ROOT / "tests"  # helpers.py: the byte tokenizer, the tiny Llama, toy-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site-packages")
-    for example in ("no-stutter", "generate-backend"):
+    for example in ("no-stutter", "generate-backend", "answer-lengths", "serial-executor"):
         helpers.install_example(EXAMPLES / example, folder)
     return folder
 
@@ -82,3 +83,60 @@ def test_the_example_backend_samples_a_run_and_refuses_what_it_cannot_run(site, 
     assert refused.returncode == 2
     assert "strategy no-stutter needs logits support" in refused.stderr
     assert not (tmp_path / "refused").exists()
+
+
+def _study_file(path: Path, models: dict, **keys: str) -> Path:
+    """A reduced study of the tiny models (identity, TED over its samples, RailCap) with
+    ``keys`` (TOML values) added at the top level."""
+    top = "".join(f"{k} = {v}\n" for k, v in keys.items())
+    path.write_text(
+        f'{top}strategies = ["identity", "ted", "railcap"]\nm = 4\nmax_new_tokens = 6\n'
+        f'resamples = 200\ncalibration_size = 2\n[[setting]]\nname = "tiny-toy"\n'
+        f'clean = "{models["clean"]}"\ncontaminated = "{models["contaminated"]}"\n'
+        f'base = "{models["clean"]}"\ntask = "toy-arith"\nsplit_file = "{models["split"]}"\n')
+    return path
+
+
+def test_the_example_job_kind_and_executor_run_a_study(site, study_models, tmp_path):
+    """The study adds the example's job to its setting and the example executor runs every job
+    once, in an order where each comes after the jobs whose output it reads."""
+    log, out = tmp_path / "jobs.log", tmp_path / "study"
+    study = _study_file(tmp_path / "study.toml", study_models, jobs='["answer-lengths"]',
+                        executor=f'"serial:log={log}"')
+    ran = zerogap(site, "evaluate", str(study), "--out", str(out), "--quiet", "--dtype",
+                  "float32")
+    assert ran.returncode == 0, ran.stderr
+    record = json.loads((out / "study.json").read_text())
+    assert (record["executor"], record["workers"]) == ("serial", 1)
+    entry = record["settings"][0]
+    # every job ran once, the greedy decodes before the runs that read them, the added job last
+    labels = [line.split("\t")[0] for line in log.read_text().splitlines()]
+    assert len(labels) == len(set(labels)) and labels[-1] == "tiny-toy answer lengths"
+    assert labels.index("contaminated greedy") < labels.index("identity") < labels.index("ted")
+    assert {"clean", "identity", "ted", "railcap", "design checks"} <= set(labels)
+    # the added job's file: each scored run's mean response length, as its store holds it
+    lengths = json.loads((out / "answer-lengths" / "tiny-toy.json").read_text())
+    scored = {k: v for k, v in entry["runs"].items() if k not in ("greedy", "clean greedy")}
+    assert lengths.keys() == scored.keys()
+    for label, run in scored.items():
+        assert set(lengths[label]) == {row[0] for row in helpers.stored_samples(out / run)}
+        assert all(0 < n <= 6 for n in lengths[label].values())
+    assert all(set(lengths[k]) == {f"test-{i}" for i in range(10)}
+               for k in ("clean", "identity", "railcap"))
+    with RunStore(out / scored["identity"], create=False) as store:
+        rows = [r for r in store.samples() if r.question_id == "test-0"]
+    assert lengths["identity"]["test-0"] == sum(r.n_tokens for r in rows) / len(rows)
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"jobs": '["greedy"]'}, "job kind 'greedy' is one the study plans itself"),
+    ({"jobs": '["lengths"]'}, "unknown job kind 'lengths'"),
+    ({"executor": '"serial:logs=x"'}, "executor serial has no option 'logs'; known: log"),
+])
+def test_a_study_refuses_a_kind_or_executor_option_it_does_not_know(site, study_models,
+                                                                    tmp_path, keys, message):
+    out = tmp_path / "study"
+    ran = zerogap(site, "evaluate", str(_study_file(tmp_path / "study.toml", study_models,
+                                                    **keys)), "--out", str(out))
+    assert ran.returncode == 2 and message in ran.stderr and len(ran.stderr.splitlines()) == 1
+    assert not out.exists()

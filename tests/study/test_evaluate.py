@@ -242,7 +242,9 @@ def test_study_file_round_trips_and_cli_report_rewrites(study_dir, reduced_study
       "--backend", "vllm", "--strategies", "identity", "--workers", "2"],
      "--workers 2: the vllm backend holds one engine at a time"),
     (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
-      "--address", "auto"], "--address names a Ray cluster: give --executor ray too"),
+      "--executor", "ray:port=1"], "executor ray has no option 'port'; known: address"),
+    (["--clean", "{clean}", "--contaminated", "{clean}", "--task", "toy-arith", "--out", "{tmp}",
+      "--executor", "local:address=auto"], "executor local has no option 'address'; known: none"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, message, study_models, tmp_path,
                                                         capsys):
@@ -363,23 +365,23 @@ def test_backend_is_a_study_key(tmp_path):
 
 
 def test_the_executor_and_its_address_are_study_keys(tmp_path):
-    """What runs the jobs is written into the study folder's study.toml with the rest, so the
-    rerun command runs them the same way; ``--executor local`` overrides the file (its address
-    is then not read)."""
+    """What runs the jobs, with the executor's own options (Ray's address), is written into
+    the study folder's study.toml with the rest, so the rerun command runs them the same way;
+    ``--executor local`` overrides the file."""
     from zerogap.study.spec import study_toml
 
     study = tmp_path / "study.toml"
-    study.write_text('executor = "ray"\naddress = "auto"\nstrategies = ["identity"]\n'
+    study.write_text('executor = "ray:address=auto"\nstrategies = ["identity"]\n'
                      '[[setting]]\nclean = "embedded"\ncontaminated = "embedded"\n'
                      'task = "arith"\n')
     spec, _ = load_study(study)
-    assert (spec.executor, spec.address) == ("ray", "auto")
+    assert spec.executor == "ray:address=auto"
     (tmp_path / "again.toml").write_text(study_toml(spec))
     assert load_study(tmp_path / "again.toml")[0] == spec
     assert load_study(study, executor="local")[0].executor == "local"
-    study.write_text(study.read_text().replace('"ray"', '"dask"'))
-    with pytest.raises(ValueError, match=r"study.toml: StudySpec.executor must be one of "
-                                         r"'local', 'ray', got 'dask'"):
+    study.write_text(study.read_text().replace('"ray:address=auto"', '"dask"'))
+    with pytest.raises(ValueError, match=r"study.toml: unknown executor 'dask'; known "
+                                         r"executors: local, ray"):
         load_study(study)
 
 
@@ -508,8 +510,8 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
 def test_lne_blocking_takes_beta_from_the_calibration_questions(reduced_study, tmp_path):
     """With a calibration split past the evaluated questions (limit 6 of the 5 + 5 split:
     test-3 and test-8), LNE-blocking's beta is the largest LNE of the contaminated model's
-    greedy decodes of those two; every blocked sample's count is Eq. 10 at that beta; the
-    published beta stays a row of its own, and the report states the beta taken."""
+    greedy decodes of those two; every blocked sample's count is Hou et al.'s Eq. 10 at that
+    beta; the published beta stays a row of its own, and the report states the beta taken."""
     import math
 
     from zerogap.store import RunStore

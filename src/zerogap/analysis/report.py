@@ -44,7 +44,7 @@ from zerogap.analysis.score import (
 )
 from zerogap.analysis.sensitivity import sensitivity_table
 from zerogap.analysis.tables import Table, study_tables, verdict_table
-from zerogap.io.files import check_output, check_output_folder, write_text
+from zerogap.io.files import check_output, check_output_folder, slug, write_text
 from zerogap.store import RunStore
 
 __all__ = ["STUDY_FILE", "STUDY_FORMAT", "Report", "read_study_folder", "study_scoring",
@@ -311,10 +311,6 @@ def _headline(folder: Path, name: str, card: Scorecard, checks: SettingChecks):
                   else ""))
     return (f"SA-PPG per strategy ({name})", caption,
             figs.save(fig, folder / "figures", f"{slug(name)}-headline"))
-
-
-def slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name) or "setting"
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -25,7 +25,7 @@ from zerogap.cli.flags import (
 )
 from zerogap.cli.run import add_dtype_argument, add_engine_arguments, engine_options
 from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
-from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions, WeightDtype
+from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
 from zerogap.study.executor import Executor
@@ -39,7 +39,7 @@ EXAMPLES = """examples:
   zerogap evaluate study.toml --backend vllm --strategies identity,railcap,lne-blocking,all-zero \\
       --tensor-parallel-size 4 --dtype bfloat16
   zerogap evaluate --models runs/laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/strength
-  zerogap evaluate study.toml --executor ray --address auto --device cuda
+  zerogap evaluate study.toml --executor ray:address=auto --device cuda
   zerogap report runs/study
   zerogap demo
 """
@@ -48,7 +48,7 @@ EXAMPLES = """examples:
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
                "seed", "bins", "resamples", "margin", "level", "calibration_size", "neuron_block",
                "neuron_candidates", "backend", "budget", "target_half_width", "pilot",
-               "min_samples", "max_samples", "executor", "address")
+               "min_samples", "max_samples", "executor")
 # The one setting the flags describe instead of a study file.
 SETTING_FLAGS = ("clean", "contaminated", "base", "task", "task_options", "task_split",
                  "split_file", "limit", "name", "chat_template", "system_instruction")
@@ -225,31 +225,6 @@ def _sweep_study(args, setting: dict, overrides: dict):
     return StudySpec(settings=(), sweep=sweep, **overrides)
 
 
-def given_dtype(flag: str | None, out: Path) -> str:
-    """The weight dtype a study samples in, as given: ``flag`` (``--dtype``) when given, else
-    the dtype the study folder ``out`` records (its record, else its runs: a study made before
-    in float32 resumes into its own runs), else ``auto``, which the study makes concrete where
-    its jobs run (:meth:`zerogap.study.executor.Executor.check_engine`)."""
-    import json
-
-    from zerogap.analysis.folder import STUDY_FILE
-    from zerogap.cli.run import run_dtype
-
-    record = out / STUDY_FILE
-    if flag is None and record.is_file():
-        return json.loads(record.read_text(encoding="utf-8")).get("dtype", "float32")
-    runs = sorted((out / "runs").iterdir()) if (out / "runs").is_dir() else []
-    return run_dtype(flag, runs)
-
-
-def study_dtype(flag: str | None, out: Path, backend: str, device: str | None) -> WeightDtype:
-    """:func:`given_dtype` made concrete on this machine
-    (:func:`zerogap.engine.base.concrete_dtype`)."""
-    from zerogap.engine.base import concrete_dtype
-
-    return concrete_dtype(given_dtype(flag, out), backend, device)
-
-
 def _check_out(out: Path) -> None:
     from zerogap.io.files import check_output_folder
 
@@ -271,40 +246,36 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
 
     from zerogap.analysis.report import summary_table
     from zerogap.study.run import evaluate
-    from zerogap.study.sweep import build_sweep
 
-    if study.sweep is not None:  # as zerogap contaminate --sweep, with its progress bar
-        with progress_bars(args.quiet) as progress:
-            build_sweep(study.sweep, progress=progress)
     hf_logging.disable_progress_bar()  # the study's own line is the one progress display
     display = None if args.quiet else ProgressLine()
-    try:
-        report = evaluate(study, out, progress=display, engine=engine, commands=commands,
-                          prepared=prepared, executor=executor)
-    finally:
-        if display is not None:
-            display.close()
+    # A sweep's missing variants train first, with the bars of zerogap contaminate --sweep.
+    with progress_bars(args.quiet or study.sweep is None) as training:
+        try:
+            report = evaluate(study, out, progress=display, engine=engine, commands=commands,
+                              prepared=prepared, executor=executor, training=training)
+        finally:
+            if display is not None:
+                display.close()
     print(summary_table(report))
     print(f"report: {report.html} (and {report.markdown})")
     return 0
 
 
 def _evaluate(args) -> int:
+    from zerogap.runs import study_folder_dtype
     from zerogap.study.run import model_folders, open_executor
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
-    if given(args, StudySpec, ("address",)) and study.executor != "ray":
-        raise UserError(f"{_flag(args, 'address')} names a Ray cluster: give --executor ray "
-                        f"too (the study runs on {study.executor} threads)")
     prepared = _check_study(study, out)
-    with open_executor(study.executor, address=study.address, workers=args.workers,
+    with open_executor(study.executor, workers=args.workers,
                        backend=study.backend, device=args.device, folder=out,
                        reads=model_folders(study, prepared)) as executor:
         for note in notes:  # after the checks: a refused study is one line
             print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
         # "auto" is made concrete where the jobs run, by the study
-        engine = engine_options(args, given_dtype(args.dtype, out))
+        engine = engine_options(args, study_folder_dtype(args.dtype, out))
         return _run_study(study, prepared, out, args, engine, executor)
 
 
@@ -327,6 +298,7 @@ def _report(args) -> int:
 
 def _demo(args) -> int:
     from zerogap.cli.flags import check_given
+    from zerogap.runs import study_dtype
     from zerogap.study.demo import build_demo_models, demo_max_questions, demo_study
     from zerogap.study.workers import LocalThreads, study_workers
 

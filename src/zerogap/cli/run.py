@@ -55,7 +55,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
     (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
-    (:func:`run_dtype` resolves it)."""
+    (:func:`zerogap.runs.resume_dtype` resolves it)."""
     from zerogap.engine.base import EngineOptions
 
     add_dtype_argument(p)
@@ -132,26 +132,6 @@ def engine_options(args, dtype: str | None = None):
                          vllm_options=options)
 
 
-def run_dtype(flag: str | None, run_dirs) -> str:
-    """The weight dtype a run is made or resumed in.
-
-    ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
-    records, so a stored run resumes as it was made. A run stored before runs recorded their
-    dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
-    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
-    run is prepared (:func:`zerogap.runs.check_engine`).
-    """
-    from zerogap.store import DB_NAME, RunStore, inspect_store
-
-    for folder in run_dirs if flag is None else ():
-        if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
-            with RunStore(folder, create=False) as store:
-                config = store.config()
-            if config:
-                return config.get("dtype", "float32")
-    return flag or "auto"
-
-
 def _spec(args):
     from zerogap.engine.base import WARN_TEMPERATURE, SamplingSpec
 
@@ -172,7 +152,7 @@ def _prepare(args):
     (:class:`zerogap.runs.RunRequest`), the run against the loaded model before a store is
     created."""
     from zerogap.config import parse_pairs
-    from zerogap.runs import RunRequest, build_strategy, first_questions, prepare
+    from zerogap.runs import RunRequest, build_strategy, first_questions, prepare, resume_dtype
     from zerogap.store import RunStore, check_store_dir
     from zerogap.strategies import parse_overrides
     from zerogap.tasks import task_from_strings
@@ -189,7 +169,7 @@ def _prepare(args):
     for folder in (args.out, greedy_dir):
         if folder is not None:
             check_store_dir(folder)
-    engine = engine_options(args, run_dtype(args.dtype, (args.out, greedy_dir)))
+    engine = engine_options(args, resume_dtype(args.dtype, (args.out, greedy_dir)))
     request = RunRequest(args.model, task, args.split, questions, strategy, _spec(args),
                          greedy=args.command == "greedy", backend=args.backend, engine=engine,
                          chat=chat)

@@ -25,11 +25,13 @@ calibration split disjoint from its evaluated questions (:mod:`zerogap.study.cal
 ablation row.
 
 Proposals (the sources are silent; see docs/baselines.md §2): the rounding (floor) and the clipping
-of Eq. 10 are our choice; positions are counted literally from the first response token,
-whitespace included; the LNE averages whatever steps the greedy decode reports (the engine
-includes the step that produced EOS). Following the issue's protocol, the blocked samples are
-then drawn at temperature ``tau`` like every other strategy's (the original method decodes one
-greedy output); with a tied maximum, only the token ``argmax`` returns (the lowest id) is banned.
+of the blocked-position count (Hou et al.'s Eq. 10, in the LNE-blocking paper, not the
+restoration paper's eq. 10) are our choice; positions are counted literally from the first
+response token, whitespace included; the LNE averages whatever steps the greedy decode reports
+(the engine includes the step that produced EOS). Following the issue's protocol, the blocked
+samples are then drawn at temperature ``tau`` like every other strategy's (the original method
+decodes one greedy output); with a tied maximum, only the token ``argmax`` returns (the lowest
+id) is banned.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """RailCap (paper §4, Algorithm 1): keep samples from falling back onto the greedy trajectory.
 
 For each question, one greedy decode of the contaminated model gives a trajectory
-``g = (g_1, ..., g_T)``. While sampling, whenever the last ``n`` generated tokens equal a window
+``g = (g_1, ..., g_T)``; its windows and their successors are the map ``H`` (the paper's
+eq. 14). While sampling, whenever the last ``n`` generated tokens equal a window
 ``(g_k, ..., g_{k+n-1})`` of the trajectory, that window's successor ``g_{k+n}`` has its logit
 capped to the step's second-largest logit (``mode="cap"``) or removed (``mode="ban"``); then the
 engine samples at temperature ``tau``.

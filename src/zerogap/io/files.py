@@ -321,3 +321,14 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` as UTF-8 through :func:`atomic_write`: all or nothing."""
     with atomic_write(path) as handle:
         handle.write(text)
+
+
+def slug(name: str) -> str:
+    """``name`` (a setting's or a strategy label's) as a file or folder name: every character
+    but letters, digits, ``-`` and ``_`` made ``-``; the study's counts, design checks, ranks,
+    plans, run folders and figures are named by it.
+
+    >>> slug("railcap:n=3,mode=ban")
+    'railcap-n-3-mode-ban'
+    """
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name) or "setting"

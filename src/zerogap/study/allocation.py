@@ -30,7 +30,8 @@ from typing import Any
 
 from zerogap.analysis.allocation import AllocationPlan, read_allocation, write_allocation
 from zerogap.errors import DataError, UserError
-from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns
+from zerogap.study.kinds import register_job_kind
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 

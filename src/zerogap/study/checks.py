@@ -14,7 +14,8 @@ from zerogap.errors import DataError
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 from zerogap.strategies import PLAIN
-from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns
+from zerogap.study.kinds import register_job_kind
 from zerogap.study.settings import Setting
 
 if TYPE_CHECKING:

@@ -24,24 +24,33 @@ The job is a callable ``job(i, slot)``; an executor that runs jobs in other proc
 it, so it must carry what it needs as data (the setting, the run directories, the engine's
 options) and load its own models there.
 
-Executors by name (a study's ``executor`` key, :func:`zerogap.study.run.open_executor`): ``local``,
-:class:`zerogap.study.workers.LocalThreads`, worker threads of this process, each with an even
-share of torch's threads (the default); ``ray``,
-:class:`zerogap.study.ray_executor.RayCluster`, each job a task on a Ray cluster. Another
-(Dask, Slurm through submitit) is one module implementing these members and a name here.
+Executors are registered by name (a study's ``executor`` key, ``NAME[:KEY=VALUE,...]``):
+``local``, :class:`zerogap.study.workers.LocalThreads`, worker threads of this process, each
+with an even share of torch's threads (the default); ``ray``,
+:class:`zerogap.study.ray_executor.RayCluster`, each job a task on a Ray cluster (its own
+option: ``address``). An executor class (:class:`ExecutorKind`) declares its options as a
+config dataclass and opens itself for a study (:meth:`ExecutorKind.opened`). Another (Dask,
+Slurm through submitit) is one module: such a class, registered with
+:func:`register_executor` and named by a ``zerogap.executors`` entry point
+(``examples/serial-executor`` is one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from zerogap.config import from_strings, parse_pairs
+from zerogap.registry import Registry
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
 
-ExecutorName = Literal["local", "ray"]
+EXECUTOR_ENTRY_POINTS = "zerogap.executors"
+DEFAULT_EXECUTOR = "local"
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ class Slot(Protocol):
 
 class Executor(Protocol):
     """Runs a graph of jobs, at most :attr:`width` at once (see the module docstring);
-    :attr:`name` is its key (``local``, ``ray``), recorded with the study."""
+    :attr:`name` is its registered name (``local``, ``ray``), recorded with the study."""
 
     name: str
     width: int
@@ -97,3 +106,68 @@ class Executor(Protocol):
         reaches ``report(i, event)`` here. ``interrupted`` is called on an interrupt, before
         the running jobs are waited for."""
         ...
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What an executor is opened for: a study written into ``folder`` whose jobs read the
+    files and folders ``reads`` (model folders) and run on ``backend`` (``device``: the HF
+    engine's, None: the default); ``workers`` caps the jobs run at once (None: the executor's
+    own default)."""
+
+    folder: Path
+    backend: str
+    device: str | None = None
+    workers: int | None = None
+    reads: Sequence[Path] = ()
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of an executor that takes none."""
+
+
+class ExecutorKind(Protocol):
+    """A registered executor: its own ``options`` (a config dataclass, whose fields are the
+    ``KEY=VALUE`` pairs its name takes) and how it opens for a study."""
+
+    options: ClassVar[type]
+
+    @classmethod
+    def opened(cls, opening: Opening, options: Any) -> AbstractContextManager[Executor]:
+        """The executor for ``opening``, closed on exit. Refused in one line
+        (:class:`~zerogap.errors.UserError`) before any job runs where it cannot run the study
+        (a worker count the backend cannot use, a cluster that cannot be reached, a node that
+        cannot read ``opening.folder`` or ``opening.reads``)."""
+        ...
+
+
+_EXECUTORS: Registry[type[ExecutorKind]] = Registry("executor", group=EXECUTOR_ENTRY_POINTS)
+for _name, _module in (("local", "zerogap.study.workers"), ("ray", "zerogap.study.ray_executor")):
+    _EXECUTORS.register_lazy(_name, _module)
+
+
+def register_executor(name: str) -> Callable[[type], type]:
+    """Class decorator: register an executor class as ``name`` (the ``name`` it records).
+
+    A third-party package decorates its class in a module and names that module in a
+    ``zerogap.executors`` entry point under the same name."""
+    return _EXECUTORS.register(name)
+
+
+executor_names = _EXECUTORS.names
+"""The registered executor names (entry points included, none imported), sorted."""
+
+
+def executor_choice(label: str) -> tuple[type[ExecutorKind], Any]:
+    """``"ray:address=auto"`` -> the executor class and its options, checked (a
+    :class:`~zerogap.errors.UserError` naming the label for an unknown name or option).
+
+    >>> executor_choice("local")[0].name
+    'local'
+    """
+    name, _, rest = label.partition(":")
+    chosen = _EXECUTORS.get(name)
+    pairs = parse_pairs(f"executor {name}", [p for p in rest.split(",") if p.strip()])
+    return chosen, chosen.options(**from_strings(chosen.options, pairs, owner=f"executor {name}",
+                                                 option=f"executor {name}"))

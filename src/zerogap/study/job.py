@@ -17,22 +17,20 @@ design checks and Figure 1's ranks (:mod:`zerogap.study.checks`), an allocated s
 
 Nothing outside a kind's own module asks which kind a job is. A new kind of work is one module:
 a class implementing :class:`Job` with a ``plan`` class method (:class:`JobKind`), registered
-with :func:`register_job_kind`, and named by a ``zerogap.job_kinds`` entry point when it lives
-in another package; a study runs it in every setting when its ``jobs`` key names it
-(``examples/answer-lengths`` is one). A job is data: an executor may pickle it and run it in
-another process.
+with :func:`zerogap.study.kinds.register_job_kind`, and named by a ``zerogap.job_kinds``
+entry point when it lives in another package; a study runs it in every setting when its
+``jobs`` key names it (``examples/answer-lengths`` is one). A job is data: an executor may
+pickle it and run it in another process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from zerogap.analysis.score import REPEAT
-from zerogap.errors import UserError
-from zerogap.registry import Registry
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
@@ -40,9 +38,6 @@ if TYPE_CHECKING:
     from zerogap.study.progress import JobProgress
     from zerogap.study.settings import Setting
     from zerogap.study.spec import StudySpec
-
-JOB_KIND_ENTRY_POINTS = "zerogap.job_kinds"
-
 
 @dataclass
 class SettingRuns:
@@ -170,35 +165,3 @@ class JobKind(Job, Protocol):
         """This kind's jobs for the setting ``planning`` describes, run after the built-in
         ones (their outputs are in ``planning.runs``)."""
         ...
-
-
-_JOB_KINDS: Registry[type] = Registry("job kind", group=JOB_KIND_ENTRY_POINTS)
-for _name, _module in (("greedy", "zerogap.study.sampling"), ("sample", "zerogap.study.sampling"),
-                       ("filter", "zerogap.study.sampling"), ("neurons", "zerogap.study.neurons"),
-                       ("design", "zerogap.study.checks"), ("ranks", "zerogap.study.checks"),
-                       ("allocate", "zerogap.study.allocation")):
-    _JOB_KINDS.register_lazy(_name, _module)
-
-
-def register_job_kind(name: str) -> Callable[[type[Job]], type[Job]]:
-    """Class decorator: register a job class as kind ``name``.
-
-    A third-party package decorates its class in a module and names that module in a
-    ``zerogap.job_kinds`` entry point under the same name; the module is imported when the
-    kind is first asked for.
-    """
-    return _JOB_KINDS.register(name)
-
-
-job_kind_names = _JOB_KINDS.names
-"""The registered job kinds (entry points included, none imported), sorted."""
-
-
-def added_kind(name: str) -> type[JobKind]:
-    """The kind ``name`` a study adds to its settings (its ``jobs`` key); an unknown name, or a
-    built-in kind (planned by the study itself), is a ``UserError``."""
-    kind = _JOB_KINDS.get(name)
-    if not hasattr(kind, "plan"):
-        raise UserError(f"job kind {name!r} is one the study plans itself; jobs names the "
-                        f"kinds it adds ({', '.join(job_kind_names())})")
-    return kind

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns
+from zerogap.study.kinds import register_job_kind
 from zerogap.study.settings import Setting
 from zerogap.study.spec import StudySpec
 

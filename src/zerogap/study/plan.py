@@ -15,14 +15,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from zerogap.analysis.report import slug
 from zerogap.analysis.score import REPEAT
 from zerogap.engine.base import DEFAULT_BACKEND
+from zerogap.io.files import slug
 from zerogap.store import PER_QUESTION
 from zerogap.strategies import PLAIN, strategy_class
 from zerogap.study.allocation import PILOT_SEED, AllocateJob
 from zerogap.study.checks import DesignJob, RanksJob
 from zerogap.study.job import Job, Left, Planning, SettingRuns
+from zerogap.study.kinds import added_kind
 from zerogap.study.neurons import NeuronsJob
 from zerogap.study.sampling import FilterJob, GreedyJob, SampleJob
 from zerogap.study.settings import Setting
@@ -188,4 +189,6 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
             jobs.append(job)
             runs.controls[label] = job.output
     planning = Planning(study, s, runs, out, plan)
+    for name in study.jobs:  # kinds of work the study adds, planned by their own classes
+        jobs.extend(added_kind(name).plan(planning))
     return SettingPlan(s, jobs, [job.left(planning) for job in jobs], runs, ranks, allocation)

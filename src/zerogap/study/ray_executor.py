@@ -37,13 +37,14 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zerogap.errors import UserError, ZerogapError
-from zerogap.study.executor import Node, Slot
+from zerogap.study.executor import Node, Opening, Slot, register_executor
 from zerogap.study.workers import run_side_by_side
 
 if TYPE_CHECKING:
@@ -55,6 +56,16 @@ SEND_SECONDS = 0.2  # how often a task sends its events (and learns of a stop)
 PROBE_SECONDS = 120.0  # the storage probe's wait for every node
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """The ``ray`` executor's own options (``--executor ray:address=auto``)."""
+
+    address: str | None = field(default=None, metadata={
+        "help": "the Ray cluster to run on: auto (the one this machine belongs to, or "
+                "RAY_ADDRESS) or HOST:PORT (default: start one on this machine for the study)"})
+
+
+@register_executor("ray")
 class RayCluster:
     """The ``ray`` executor: each job a Ray task (see the module docstring).
 
@@ -63,6 +74,19 @@ class RayCluster:
     """
 
     name = "ray"
+    options = RayOptions
+
+    @classmethod
+    @contextmanager
+    def opened(cls, opening: Opening, options: RayOptions) -> Iterator[RayCluster]:
+        """The cluster at ``options.address`` joined (:meth:`connect`), its storage checked
+        (:meth:`check_storage`), closed on exit."""
+        cluster = cls.connect(options.address, opening.workers)
+        try:
+            cluster.check_storage(opening.folder, opening.reads)
+            yield cluster
+        finally:
+            cluster.close()
 
     def __init__(self, owned: bool, workers: int | None, threads: int = 1) -> None:
         self.owned, self.workers, self.threads = owned, workers, threads
@@ -87,7 +111,8 @@ class RayCluster:
                      logging_level=logging.ERROR)
         except (ConnectionError, ValueError, RuntimeError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"--address {address}: no Ray cluster to join ({first})") from None
+            raise UserError(f"executor ray:address={address}: no Ray cluster to join ({first})"
+                            ) from None
         return cls(True, workers)
 
     def close(self) -> None:

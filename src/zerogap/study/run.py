@@ -38,8 +38,10 @@ The study sits above :mod:`zerogap.runs` and touches the model side (:mod:`zerog
 the functions that sample: importing it costs no torch. Its parts, one concern a module:
 :mod:`~zerogap.study.settings` (the settings made concrete and checked),
 :mod:`~zerogap.study.sweep` (contamination sweeps), :mod:`~zerogap.study.plan` (which jobs, in
-which run directories), :mod:`~zerogap.study.jobs` (running each), :mod:`~zerogap.study.executor`
-(the contract of what schedules them), :mod:`~zerogap.study.workers` (local threads side by
+which run directories), :mod:`~zerogap.study.job` (what a job is; :mod:`~zerogap.study.kinds`
+registers its kinds), :mod:`~zerogap.study.sampling` (the runs as jobs),
+:mod:`~zerogap.study.jobs` (running each), :mod:`~zerogap.study.executor` (the contract of what
+schedules them, and the executors by name), :mod:`~zerogap.study.workers` (local threads side by
 side, the default), :mod:`~zerogap.study.ray_executor` (a Ray cluster),
 :mod:`~zerogap.study.neurons` (shortcut-neuron location), :mod:`~zerogap.study.checks` (design
 checks, Figure 1's ranks), :mod:`~zerogap.study.progress`; this module runs them in order and
@@ -50,18 +52,18 @@ from __future__ import annotations
 
 import json
 import time
-import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, slug, write_report
+from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, write_report
 from zerogap.analysis.score import REPEAT
-from zerogap.io.files import write_text
+from zerogap.io.files import slug, write_text
+from zerogap.progress import ProgressCallback
 from zerogap.strategies import PLAIN, strategy_class
-from zerogap.study.executor import Executor, ExecutorName
+from zerogap.study.executor import Executor, Opening, executor_choice
 from zerogap.study.job import SettingRuns
 from zerogap.study.jobs import Models, SettingJobs, run_jobs
 from zerogap.study.plan import plan_setting
@@ -69,7 +71,6 @@ from zerogap.study.progress import StudyProgress, Tracker
 from zerogap.study.settings import Setting, prepare
 from zerogap.study.spec import StudySpec, study_toml
 from zerogap.study.sweep import build_sweep, missing_variants
-from zerogap.study.workers import LocalThreads, study_workers
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
@@ -92,7 +93,8 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
              device: str | None = None, max_batch: int | None = None,
              engine: EngineOptions | None = None,
              commands: Sequence[str] = (), prepared: Sequence[Setting] | None = None,
-             workers: int | None = None, executor: Executor | None = None) -> Report:
+             workers: int | None = None, executor: Executor | None = None,
+             training: ProgressCallback | None = None) -> Report:
     """Run the study into ``out`` (resumable) and write its report; see the module docstring.
 
     ``progress(state: StudyProgress)`` is called at every stage and every stored question.
@@ -105,7 +107,9 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     its tasks and questions are not loaded again. ``executor`` runs each setting's jobs
     (:mod:`zerogap.study.executor`); by default the one ``study.executor`` names, opened here
     and closed at the end (:func:`open_executor`, with ``workers``:
-    on local threads two on a CPU with at least two threads, else one).
+    on local threads two on a CPU with at least two threads, else one). A sweep's missing
+    variants are trained first, here (the one place that builds them), reporting to
+    ``training`` where given.
     """
     from zerogap.engine.base import EngineOptions
 
@@ -113,10 +117,10 @@ def evaluate(study: StudySpec, out: str | Path, *, progress: Callable | None = N
     engine = engine or EngineOptions(device=device, max_batch=max_batch)
     prepared = prepare(study) if prepared is None else prepared
     opened = nullcontext(executor) if executor is not None else open_executor(
-        study.executor, address=study.address, workers=workers, backend=study.backend,
+        study.executor, workers=workers, backend=study.backend,
         device=engine.device, folder=out, reads=model_folders(study, prepared))
     with opened as running:
-        return _run(study, out, prepared, running, engine, progress, commands)
+        return _run(study, out, prepared, running, engine, progress, commands, training)
 
 
 def model_folders(study: StudySpec, prepared: Sequence[Setting]) -> list[Path]:
@@ -129,7 +133,8 @@ def model_folders(study: StudySpec, prepared: Sequence[Setting]) -> list[Path]:
 
 
 def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Executor,
-         engine: EngineOptions, progress: Callable | None, commands: Sequence[str]) -> Report:
+         engine: EngineOptions, progress: Callable | None, commands: Sequence[str],
+         training: ProgressCallback | None) -> Report:
     """:func:`evaluate` once its executor is open."""
     # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
     options = executor.check_engine(study.backend, engine)
@@ -139,8 +144,9 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
                           rows_total=sum(left.rows for p in planned for left in p.left))
     tracker = Tracker(progress, state)
     if study.sweep is not None and missing_variants(study.sweep):
-        tracker.stage("training the sweep's missing contamination variants")
-        build_sweep(study.sweep)
+        if training is None:  # else the caller shows the training's own progress
+            tracker.stage("training the sweep's missing contamination variants")
+        build_sweep(study.sweep, progress=training)
     entries = []
     earlier = _recorded_times(out)
     for setting in planned:
@@ -304,12 +310,12 @@ def _export_counts(run_dir: Path, target: Path, ids: Sequence[str],
     write_counts(target, *([r[k] for r in chosen] for k in ("id", "correct", "samples", "first")))
 
 
-@contextmanager
-def open_executor(name: str, *, address: str | None = None, workers: int | None = None,
-                  backend: str, device: str | None, folder: Path,
-                  reads: Sequence[Path] = ()) -> Iterator[Executor]:
-    """The executor ``name`` for a study written into ``folder`` whose jobs read the files
-    and folders ``reads`` (model folders), closed on exit.
+def open_executor(label: str, *, workers: int | None = None, backend: str,
+                  device: str | None, folder: Path, reads: Sequence[Path] = ()
+                  ) -> AbstractContextManager[Executor]:
+    """The executor ``label`` names (``NAME[:KEY=VALUE,...]``:
+    :func:`~zerogap.study.executor.executor_choice`) for a study written into ``folder`` whose
+    jobs read the files and folders ``reads`` (model folders), closed on exit.
 
     ``workers`` caps the jobs run at once (default: the executor's own: two local threads on
     a CPU with two or more threads; every slot of a cluster). Refused in one line
@@ -317,16 +323,5 @@ def open_executor(name: str, *, address: str | None = None, workers: int | None 
     cannot use, a cluster that cannot be reached, or a node of it that cannot read
     ``folder`` or ``reads``.
     """
-    if name not in typing.get_args(ExecutorName):
-        raise ValueError(f"unknown executor {name!r}")
-    if name == "local":
-        yield LocalThreads(study_workers(workers, backend, device))
-        return
-    from zerogap.study.ray_executor import RayCluster
-
-    cluster = RayCluster.connect(address, workers)
-    try:
-        cluster.check_storage(folder, reads)
-        yield cluster
-    finally:
-        cluster.close()
+    chosen, options = executor_choice(label)
+    return chosen.opened(Opening(folder, backend, device, workers, reads), options)

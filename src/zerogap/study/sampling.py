@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zerogap.strategies import PLAIN, strategy_class
-from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns, register_job_kind
+from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns
+from zerogap.study.kinds import register_job_kind
 from zerogap.study.progress import counting_store
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zerogap.analysis.report import slug
 from zerogap.analysis.score import REPEAT
 from zerogap.errors import DataError, UserError, ZerogapError
+from zerogap.io.files import slug
 from zerogap.study.calibration import split_questions
 from zerogap.study.spec import SettingSpec, StudySpec, read_split
 from zerogap.study.sweep import sweep_settings
@@ -214,7 +214,7 @@ def _check_model_spec(setting: str, key: str, spec: str) -> None:
 
 def _check_folder_names(kind: str, names: Sequence[str]) -> None:
     """Refuse names that would share a file or folder name in the study folder (counts, ranks,
-    figures are named by :func:`~zerogap.analysis.report.slug`), compared without case as
+    figures are named by :func:`~zerogap.io.files.slug`), compared without case as
     macOS and Windows file systems compare them: one would overwrite the other's results."""
     seen: dict[str, str] = {}
     for name in names:

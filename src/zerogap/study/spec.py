@@ -23,7 +23,8 @@ from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec, backend_names
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import read_text
 from zerogap.io.jsonlines import read_json_object
-from zerogap.study.executor import ExecutorName
+from zerogap.study.executor import DEFAULT_EXECUTOR, executor_choice
+from zerogap.study.kinds import added_kind
 from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
@@ -34,11 +35,16 @@ DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", 
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
             "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7,beta=2",
             "ted-scaled")
-# Strategies with nothing to apply to the clean model as a control: identity is the clean
-# model's second batch, All-Zero samples nothing.
-NO_CONTROL = ("identity", "all-zero")
 # A setting's keys that name files (relative ones are read beside the study file).
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file", "chat_template")
+
+
+def _has_control(label: str) -> bool:
+    """Whether strategy ``label``'s strategy measures anything applied to the clean model
+    (:attr:`~zerogap.strategies.Strategy.has_control`)."""
+    from zerogap.strategies import strategy_class
+
+    return strategy_class(label.partition(":")[0]).has_control
 
 
 def split_labels(text: str) -> tuple[str, ...]:
@@ -158,21 +164,21 @@ class StudySpec(JsonConfig):
     answer slot exempt; LNE-blocking at GSM8K's T_task; TED at a length-scaled tau).
     ``controls`` lists strategies also applied to the clean model, where any gap is collateral
     damage alone; ``all_controls`` applies every strategy that has one
-    (all but :data:`NO_CONTROL`). Shortcut-neuron location scores ``calibration_size``
-    questions of the split, half leaked and half not, taken from the questions past a
-    setting's ``limit`` where the split has some on both sides and else from the evaluated
-    ones, as the authors do (:func:`zerogap.study.calibration.split_questions`), in blocks of
-    ``neuron_block`` neurons (the nearest divisor of the MLP width; 0: one MLP layer per
-    block), and scores causally only the ``neuron_candidates`` blocks of highest comparative
-    score (0: every block).
+    (:attr:`~zerogap.strategies.Strategy.has_control`). Shortcut-neuron location scores
+    ``calibration_size`` questions of the split, half leaked and half not, taken from the
+    questions past a setting's ``limit`` where the split has some on both sides and else from
+    the evaluated ones, as the authors do (:func:`zerogap.study.calibration.split_questions`),
+    in blocks of ``neuron_block`` neurons (the nearest divisor of the MLP width; 0: one MLP
+    layer per block), and scores causally only the ``neuron_candidates`` blocks of highest
+    comparative score (0: every block).
     ``backend`` samples every run: ``"hf"`` (zerogap's engine) or ``"vllm"``; its runs are
     others than the HF engine's (another noise scheme), kept in their own run directories.
     ``sweep`` adds a setting per contamination variant after ``settings``.
     ``budget`` or ``target_half_width`` allocates the strategies' samples by design
     (:func:`zerogap.uncertainty.allocate_samples`, from the clean model's second batch and an
     optional ``pilot``), each question its own m within ``min_samples .. max_samples``; the
-    clean model's two batches keep ``m``. ``executor`` and ``address`` say what runs the jobs
-    (:mod:`zerogap.study.executor`), not what they sample.
+    clean model's two batches keep ``m``. ``executor`` says what runs the jobs, with its own
+    options (:mod:`zerogap.study.executor`), not what they sample.
     """
 
     settings: tuple[SettingSpec, ...] = field(metadata={"help": "the [[setting]] tables"})
@@ -234,14 +240,16 @@ class StudySpec(JsonConfig):
     backend: str = field(default=DEFAULT_BACKEND, metadata={
         "help": "sampling engine: zerogap's transformers engine (hf) or vLLM (vllm); the runs "
                 "of each are kept apart", "choices": backend_names})
-    executor: ExecutorName = field(default="local", metadata={
+    jobs: tuple[str, ...] = field(default=(), metadata={
+        "help": "kinds of work added to every setting after the built-in jobs, by registered "
+                "name (a package's zerogap.job_kinds entry point)"})
+    executor: str = field(default=DEFAULT_EXECUTOR, metadata={
         "help": "what runs the jobs: worker threads of this process (local) or tasks on a Ray "
                 "cluster (ray; pip install -e '.[ray]'), whose every node reaches the study "
-                "folder and the models"})
-    address: str | None = field(default=None, metadata={
-        "help": "the Ray cluster to run on (read with executor ray only): auto (the one this "
-                "machine belongs to, or RAY_ADDRESS) or HOST:PORT (default: start one on this "
-                "machine for the study)", "metavar": "ADDRESS"})
+                "folder and the models; an executor's own options follow its name: "
+                "ray:address=auto joins the cluster this machine belongs to (or RAY_ADDRESS), "
+                "ray:address=HOST:PORT that one (ray alone starts one on this machine for the "
+                "study)", "metavar": "NAME[:KEY=VALUE,...]"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -251,7 +259,7 @@ class StudySpec(JsonConfig):
         unknown = [c for c in self.controls if c not in self.labels()]
         if unknown:
             raise UserError(f"control {unknown[0]!r} is not one of the study's strategies")
-        without = [c for c in self.controls if c.partition(":")[0] in NO_CONTROL]
+        without = [c for c in self.controls if not _has_control(c)]
         if without:
             raise UserError(f"{without[0]} has no control on the clean model (identity's is the "
                             "clean model's second batch; all-zero samples nothing)")
@@ -265,6 +273,9 @@ class StudySpec(JsonConfig):
         if self.backend not in backend_names():
             raise UserError(f"backend must be one of {', '.join(backend_names())}, got "
                             f"{self.backend!r}")
+        executor_choice(self.executor)  # a known executor with its own options
+        for name in self.jobs:
+            added_kind(name)
         self._check_allocation()
 
     @property
@@ -305,7 +316,7 @@ class StudySpec(JsonConfig):
     def control_labels(self) -> list[str]:
         """Strategy labels also applied to the clean model, in table order."""
         if self.all_controls:
-            return [s for s in self.labels() if s.partition(":")[0] not in NO_CONTROL]
+            return [s for s in self.labels() if _has_control(s)]
         return [s for s in self.labels() if s in self.controls]
 
     def scoring(self) -> ScoreSettings:

@@ -23,13 +23,14 @@ leaves its core idle; the item still running then takes every thread at its next
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zerogap.errors import UserError
-from zerogap.study.executor import Node, Slot
+from zerogap.study.executor import Node, NoOptions, Opening, Slot, register_executor
 
 if TYPE_CHECKING:
     from zerogap.engine.base import EngineOptions
@@ -177,16 +178,24 @@ def _join(finished: Sequence[threading.Event]) -> None:
             pass
 
 
+@register_executor("local")
 class LocalThreads:
     """The default executor: ``width`` worker threads of this process (:func:`run_side_by_side`);
     side by side, each job runs on an even share of torch's threads among the jobs running,
     retaken at each of its events, and an interrupt ends each at its next event. A job's
-    events reach ``report`` at once, in its own thread."""
+    events reach ``report`` at once, in its own thread. It takes no options."""
 
     name = "local"
+    options = NoOptions
 
     def __init__(self, width: int) -> None:
         self.width = width
+
+    @classmethod
+    @contextmanager
+    def opened(cls, opening: Opening, options: NoOptions) -> Iterator[LocalThreads]:
+        """``workers`` threads (:func:`study_workers`: checked, or the device's default)."""
+        yield cls(study_workers(opening.workers, opening.backend, opening.device))
 
     def check_engine(self, backend: str, options: EngineOptions) -> EngineOptions:
         """:func:`zerogap.runs.check_engine` in this process: the jobs run here."""
