@@ -14,17 +14,22 @@ import threading
 import time
 from pathlib import Path
 
-from zerogap.cli.contaminate import add_sweep
 from zerogap.cli.flags import (
+    SCORING,
     TYPED,
     add_config_arguments,
+    add_dtype_argument,
+    add_engine_arguments,
     add_out,
     add_running_arguments,
+    add_scoring_options,
+    add_sweep,
+    engine_options,
     given,
+    run_dtype,
+    scoring_changes,
     spelling,
 )
-from zerogap.cli.run import add_dtype_argument, add_engine_arguments, engine_options
-from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
 from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions, WeightDtype
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
@@ -233,7 +238,6 @@ def given_dtype(flag: str | None, out: Path) -> str:
     import json
 
     from zerogap.analysis.folder import STUDY_FILE
-    from zerogap.cli.run import run_dtype
 
     record = out / STUDY_FILE
     if flag is None and record.is_file():

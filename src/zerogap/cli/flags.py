@@ -16,6 +16,10 @@ lm-evaluation-harness has the concept the name is its (``--limit``, ``--seed``, 
 ``--batch-size``); outputs keep zerogap's short ``--out`` (a study file's ``out`` key) and take
 lm-eval's ``--output-path`` as another spelling.
 
+Command modules share flags through this module only (none imports another command's module):
+the engine's flags and the recorded dtype a run resumes in, the scoring flags, ``--sweep`` and
+the question ids a split file names are here.
+
 ``python -m zerogap.cli.reference flags`` prints the table; a test fails when docs/flags.md
 drifts from it.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import types
@@ -34,9 +39,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zerogap.config import SHARED, FieldError, bounds_text, parameters, show_value
+from zerogap.errors import UserError
+from zerogap.io.files import read_text
 
-__all__ = ["DefaultsShown", "Parser", "add_config_arguments", "add_grading", "add_json",
-           "add_out", "add_running_arguments", "flag_table", "typed_message"]
+__all__ = ["DefaultsShown", "Parser", "add_config_arguments", "add_engine_arguments",
+           "add_grading", "add_json", "add_out", "add_running_arguments", "add_scoring_options",
+           "add_sweep", "engine_options", "flag_table", "questions_by_ids", "run_dtype",
+           "typed_message"]
 
 # A help text's trailing "(default X)": the default a field's help states, which a generated
 # flag's help and the docs' table show as its default.
@@ -371,6 +380,153 @@ def add_markdown(parser) -> None:
     parser.add_argument("--markdown", action="store_true",
                         help="a Markdown table of every option and default instead (the "
                              "README's)")
+
+
+# The engine's flags: the weight dtype (resumed as recorded) and vLLM's sizes.
+
+# What --dtype is when not given: a folder that holds runs resumes in the dtype they record.
+DTYPE_DEFAULT = "the dtype the folder's runs record, else auto"
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
+    (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
+    (:func:`run_dtype` resolves it)."""
+    from zerogap.engine.base import EngineOptions
+
+    add_dtype_argument(p)
+    add_config_arguments(p, EngineOptions, ("tensor_parallel_size", "pipeline_parallel_size",
+                                            "vllm_options"))
+
+
+def add_dtype_argument(p: argparse.ArgumentParser) -> None:
+    """``--dtype``: None unless given, shown as :data:`DTYPE_DEFAULT`."""
+    from zerogap.engine.base import EngineOptions
+
+    add_config_arguments(p, EngineOptions, ("dtype",), unset=True,
+                         defaults={"dtype": DTYPE_DEFAULT})
+
+
+def engine_options(args, dtype: str | None = None):
+    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
+    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
+    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
+    parse."""
+    from typing import cast
+
+    from zerogap.config import parse_pairs
+    from zerogap.engine.base import EngineOptions, WeightDtype
+
+    options = {}
+    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return EngineOptions(device=args.device,
+                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
+                         max_batch=args.batch_size,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size,
+                         vllm_options=options)
+
+
+def run_dtype(flag: str | None, run_dirs) -> str:
+    """The weight dtype a run is made or resumed in.
+
+    ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
+    records, so a stored run resumes as it was made. A run stored before runs recorded their
+    dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
+    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
+    run is prepared (:func:`zerogap.runs.check_engine`).
+    """
+    from zerogap.store import DB_NAME, RunStore, inspect_store
+
+    for folder in run_dirs if flag is None else ():
+        if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
+            with RunStore(folder, create=False) as store:
+                config = store.config()
+            if config:
+                return config.get("dtype", "float32")
+    return flag or "auto"
+
+
+# The scoring flags (``score``, ``report`` and ``evaluate``).
+
+SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
+
+
+def add_scoring_options(p, names=SCORING, *, note: str = "") -> None:
+    """Flags of :class:`~zerogap.analysis.score.ScoreSettings`'s fields in ``names``
+    (``score``, ``report`` and ``evaluate``), unset unless given."""
+    from zerogap.analysis.score import ScoreSettings
+
+    add_config_arguments(p, ScoreSettings, names, unset=True, note=note)
+
+
+def scoring_changes(args, names=SCORING) -> dict:
+    """The scoring settings the flags set (unset flags keep the defaults or what a study
+    recorded)."""
+    from zerogap.analysis.score import ScoreSettings
+
+    return given(args, ScoreSettings, names)
+
+
+# Contamination strengths (``contaminate`` and ``evaluate``).
+
+# ``--sweep``'s keys and the config fields they set.
+SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
+
+
+def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
+    """One ``--sweep`` word, ``epochs=1,2,5``, as ``(config field, values)``."""
+    key, sep, values = text.partition("=")
+    if not sep or key not in SWEEP_KEYS:
+        raise argparse.ArgumentTypeError(f"expected epochs=V,V,... or copies=V,V,..., got {text!r}")
+    try:
+        return SWEEP_KEYS[key], tuple(int(v) for v in values.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{key}: expected integers, got {values!r}") from None
+
+
+def add_sweep(parser, *, otherwise: str) -> None:
+    """``--sweep KEY=V,V,...``: contamination strengths, the two sweep fields of
+    :class:`~zerogap.pipelines.contamination_config.ContaminationConfig` in one flag."""
+    parser.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
+                        help="contamination strengths, one M_co per combination: epochs=1,2,5 "
+                             "copies=1,5,20 (evaluate builds those missing in --models; Table "
+                             f"3 reads across them) (default: {otherwise})")
+
+
+# Question ids from a split file (``neurons`` and ``paraphrase``).
+
+def read_ids(path: Path, key: str = "leaked") -> list[str]:
+    """Question ids from a ``split.json`` (its ``key`` list) or a file of ids, one a line."""
+    text = read_text(path)
+    if path.suffix == ".json":
+        try:
+            ids = json.loads(text)[key]
+        except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
+            raise UserError(f"{path}: expected a split.json with a {key!r} list") from None
+    else:
+        ids = [line.strip() for line in text.splitlines() if line.strip()]
+    if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
+        raise UserError(f"{path}: no question ids")
+    return ids
+
+
+def questions_by_ids(path: Path, questions: list, split: str, task: str,
+                     key: str = "leaked") -> list:
+    """The questions :func:`read_ids` names in ``path`` (a split.json's ``key`` list), in its
+    order; one line naming the first id that is not among ``questions`` (split ``split`` of
+    ``task``)."""
+    by_id = {q.id: q for q in questions}
+    wanted = read_ids(path, key)
+    unknown = [q for q in wanted if q not in by_id]
+    if unknown:
+        raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "
+                        f"{unknown[0]!r})")
+    return [by_id[q] for q in wanted]
 
 
 def _commands(parser: argparse.ArgumentParser, name: str = "zerogap"):

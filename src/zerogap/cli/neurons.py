@@ -12,8 +12,8 @@ from zerogap.cli.flags import (
     add_out,
     add_running_arguments,
     check_given,
+    questions_by_ids,
 )
-from zerogap.cli.paraphrase import questions_by_ids
 from zerogap.errors import UserError
 from zerogap.io.files import read_text
 from zerogap.progress import progress_bars

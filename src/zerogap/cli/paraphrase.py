@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -14,9 +13,10 @@ from zerogap.cli.flags import (
     add_out,
     add_running_arguments,
     check_given,
+    questions_by_ids,
 )
 from zerogap.errors import UserError
-from zerogap.io.files import check_output, read_text
+from zerogap.io.files import check_output
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
@@ -75,35 +75,6 @@ def register(subparsers) -> None:
     add_out(p)
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_paraphrase)
-
-
-def read_ids(path: Path, key: str = "leaked") -> list[str]:
-    """Question ids from a ``split.json`` (its ``key`` list) or a file of ids, one a line."""
-    text = read_text(path)
-    if path.suffix == ".json":
-        try:
-            ids = json.loads(text)[key]
-        except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
-            raise UserError(f"{path}: expected a split.json with a {key!r} list") from None
-    else:
-        ids = [line.strip() for line in text.splitlines() if line.strip()]
-    if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
-        raise UserError(f"{path}: no question ids")
-    return ids
-
-
-def questions_by_ids(path: Path, questions: list, split: str, task: str,
-                     key: str = "leaked") -> list:
-    """The questions :func:`read_ids` names in ``path`` (a split.json's ``key`` list), in its
-    order; one line naming the first id that is not among ``questions`` (split ``split`` of
-    ``task``)."""
-    by_id = {q.id: q for q in questions}
-    wanted = read_ids(path, key)
-    unknown = [q for q in wanted if q not in by_id]
-    if unknown:
-        raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "
-                        f"{unknown[0]!r})")
-    return [by_id[q] for q in wanted]
 
 
 def _paraphrase(args) -> int:

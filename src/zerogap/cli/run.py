@@ -10,10 +10,13 @@ from pathlib import Path
 
 from zerogap.cli.flags import (
     add_config_arguments,
+    add_engine_arguments,
     add_json,
     add_out,
     add_running_arguments,
     add_strategy_arguments,
+    engine_options,
+    run_dtype,
 )
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
@@ -31,10 +34,6 @@ EXAMPLES = """examples:
   zerogap runs export runs/base --counts base.jsonl
 """
 
-# What --dtype is when not given: a folder that holds runs resumes in the dtype they record.
-DTYPE_DEFAULT = "the dtype the folder's runs record, else auto"
-
-
 def _add_common(p: argparse.ArgumentParser) -> None:
     from zerogap.cli.flags import add_limit, add_model
     from zerogap.engine.base import SamplingSpec
@@ -50,25 +49,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_running_arguments(p)
     add_config_arguments(p, StudySpec, ("backend",))
     add_engine_arguments(p)
-
-
-def add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
-    (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
-    (:func:`run_dtype` resolves it)."""
-    from zerogap.engine.base import EngineOptions
-
-    add_dtype_argument(p)
-    add_config_arguments(p, EngineOptions, ("tensor_parallel_size", "pipeline_parallel_size",
-                                            "vllm_options"))
-
-
-def add_dtype_argument(p: argparse.ArgumentParser) -> None:
-    """``--dtype``: None unless given, shown as :data:`DTYPE_DEFAULT`."""
-    from zerogap.engine.base import EngineOptions
-
-    add_config_arguments(p, EngineOptions, ("dtype",), unset=True,
-                         defaults={"dtype": DTYPE_DEFAULT})
 
 
 def register(subparsers) -> None:
@@ -106,50 +86,6 @@ def register(subparsers) -> None:
     export.add_argument("--parquet", type=Path, metavar="FILE",
                         help="every sample as Parquet (default: none)")
     export.set_defaults(func=_export)
-
-
-def engine_options(args, dtype: str | None = None):
-    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
-    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
-    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
-    parse."""
-    from typing import cast
-
-    from zerogap.config import parse_pairs
-    from zerogap.engine.base import EngineOptions, WeightDtype
-
-    options = {}
-    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
-        try:
-            options[key] = json.loads(text)
-        except json.JSONDecodeError:
-            options[key] = text
-    return EngineOptions(device=args.device,
-                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
-                         max_batch=args.batch_size,
-                         tensor_parallel_size=args.tensor_parallel_size,
-                         pipeline_parallel_size=args.pipeline_parallel_size,
-                         vllm_options=options)
-
-
-def run_dtype(flag: str | None, run_dirs) -> str:
-    """The weight dtype a run is made or resumed in.
-
-    ``flag`` (``--dtype``) wins; without it, the dtype the first of ``run_dirs`` holding a run
-    records, so a stored run resumes as it was made. A run stored before runs recorded their
-    dtype was made in float32 (then the default), unless ``--dtype`` said otherwise, in which
-    case the fingerprint check names the mismatch. Otherwise ``auto``, made concrete when the
-    run is prepared (:func:`zerogap.runs.check_engine`).
-    """
-    from zerogap.store import DB_NAME, RunStore, inspect_store
-
-    for folder in run_dirs if flag is None else ():
-        if folder is not None and (folder / DB_NAME).is_file() and inspect_store(folder / DB_NAME):
-            with RunStore(folder, create=False) as store:
-                config = store.config()
-            if config:
-                return config.get("dtype", "float32")
-    return flag or "auto"
 
 
 def _spec(args):
@@ -236,7 +172,7 @@ def _greedy(args) -> int:
 def say_truncation(command: str, what: str, truncation: tuple[int, int], limit: int) -> None:
     """How many of the stored ``what`` hit the token limit ``limit``, and a warning when most
     did (their answers are graded on what fits)."""
-    from zerogap.cli.score import truncation_warning
+    from zerogap.cli.output import truncation_warning
 
     cut, total = truncation
     print(f"{cut} of {total} stored {what} cut at the token limit (--max-new-tokens {limit})")
@@ -281,8 +217,7 @@ def run_summary(config: dict, counts: list[dict], greedy: dict,
 
 
 def _show(args) -> int:
-    from zerogap.cli.output import STDOUT, emit_json, json_destination
-    from zerogap.cli.score import truncation_warning
+    from zerogap.cli.output import STDOUT, emit_json, json_destination, truncation_warning
     from zerogap.readout import run_counts
     from zerogap.store import RunStore
 

@@ -17,8 +17,14 @@ from dataclasses import replace
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
-from zerogap.cli.flags import add_config_arguments, add_grading, add_json, field_help, given
-from zerogap.cli.output import STDOUT, emit_json, json_destination
+from zerogap.cli.flags import (
+    add_grading,
+    add_json,
+    add_scoring_options,
+    field_help,
+    scoring_changes,
+)
+from zerogap.cli.output import STDOUT, emit_json, json_destination, truncation_warning
 from zerogap.config import parse_pairs
 from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
@@ -48,21 +54,6 @@ def register(subparsers) -> None:
     add_json(p)
     add_grading(p)
     p.set_defaults(func=run)
-
-
-SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
-
-
-def add_scoring_options(p, names=SCORING, *, note: str = "") -> None:
-    """Flags of :class:`ScoreSettings`'s fields in ``names`` (``score``, ``report`` and
-    ``evaluate``), unset unless given."""
-    add_config_arguments(p, ScoreSettings, names, unset=True, note=note)
-
-
-def scoring_changes(args, names=SCORING) -> dict:
-    """The scoring settings the flags set (unset flags keep the defaults or what a study
-    recorded)."""
-    return given(args, ScoreSettings, names)
 
 
 def _fmt_m(samples: np.ndarray) -> str:
@@ -113,12 +104,6 @@ def truncation_lines(truncation: dict[str, tuple[int, int]]) -> list[str]:
     lines += [f"warning: {name}: {truncation_warning(cut, total)}"
               for name, (cut, total) in truncation.items() if cut * 2 > total]
     return lines
-
-
-def truncation_warning(cut: int, total: int) -> str:
-    """The line said wherever most responses were cut at the token limit."""
-    return (f"{cut} of {total} responses were cut at the token limit and graded on what they "
-            "wrote so far; raise --max-new-tokens")
 
 
 def render_comparison(c) -> str:
