@@ -411,6 +411,18 @@ def setting_names(name: str) -> list[str]:
     return sorted(f.name for f in dataclasses.fields(strategy_class(name).config_class))
 
 
+def split_label(label: str) -> tuple[str, list[str]]:
+    """A strategy label, the one spelling of a strategy with settings everywhere (``sample
+    --strategy``, ``evaluate --strategies``, a study file, lm-eval's ``strategy=``), as its
+    name and ``key=value`` texts.
+
+    >>> split_label("railcap:n=3,mode=ban"), split_label("identity")
+    (('railcap', ['n=3', 'mode=ban']), ('identity', []))
+    """
+    name, _, rest = label.partition(":")
+    return name.strip(), [p.strip() for p in rest.split(",") if p.strip()]
+
+
 def parse_overrides(name: str, pairs: Sequence[str], *, option: str = "--set") -> dict[str, Any]:
     """Turn ``["key=value", ...]`` into typed overrides for strategy ``name``.
 

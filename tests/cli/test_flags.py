@@ -66,33 +66,63 @@ def test_one_name_means_one_kind_of_value_and_one_wording_everywhere(commands):
         assert len(sum(wordings[flag].values(), [])) >= 2, flag
 
 
-@pytest.mark.parametrize(("argv", "usage", "named"), [
-    (["sample", "--modle", "X"], "usage: zerogap sample", "--modle"),
-    (["score", "--margn", "3"], "usage: zerogap score", "--margn"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--margn", "3"], "usage: zerogap score",
-     "--margn"),
-    (["runs", "show", "r", "--jsn"], "usage: zerogap runs show", "--jsn"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "stray"], "usage: zerogap score",
-     "stray"),
+@pytest.mark.parametrize(("argv", "prog", "named"), [
+    (["sample", "--modle", "X"], "zerogap sample", "--modle (did you mean --model?)"),
+    (["score", "--margn", "3"], "zerogap score", "--margn (did you mean --margin?)"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--margn", "3"], "zerogap score",
+     "--margn (did you mean --margin?)"),
+    (["runs", "show", "r", "--jsn"], "zerogap runs show", "--jsn (did you mean --json?)"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "stray"], "zerogap score", "stray"),
     # The spellings a 0.1 package no longer keeps are typos like any other.
-    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "usage: zerogap sample",
+    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "zerogap sample",
      "--run-dir"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"],
-     "usage: zerogap score", "--bootstrap"),
-    (["evaluate", "--task-split", "train"], "usage: zerogap evaluate", "--task-split"),
-    (["task", "show", "gsm8k", "--path", "data"], "usage: zerogap task show", "--path"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"], "zerogap score",
+     "--bootstrap"),
+    (["evaluate", "--task-split", "train"], "zerogap evaluate",
+     "--task-split (did you mean --split?)"),
+    (["task", "show", "gsm8k", "--path", "data"], "zerogap task show", "--path"),
+    # No abbreviations: a flag's prefix is a typo, not the flag.
+    (["sample", "--max-new-token", "24"], "zerogap sample",
+     "--max-new-token (did you mean --max-new-tokens?)"),
 ])
-def test_a_typo_is_named_in_the_commands_own_usage(argv, usage, named, capsys):
+def test_a_typo_is_one_line_in_the_commands_own_name(argv, prog, named, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"{prog}: error: unrecognized arguments: {named}\n"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["sampel"], "zerogap: error: unknown command 'sampel' (did you mean sample?); choose from"),
+    (["task", "lst"], "zerogap task: error: unknown command 'lst' (did you mean list?)"),
+    (["sample", "--backend", "vlm"],
+     "zerogap sample: error: unknown --backend 'vlm' (did you mean vllm?); choose from hf, vllm"),
+    (["sample", "--model", "m"], "zerogap sample: error: the following arguments are required"),
+])
+def test_argparse_errors_are_one_line_with_the_nearest_name(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
     err = capsys.readouterr().err
-    assert err.startswith(usage), err
-    assert err.rstrip().endswith(f"error: unrecognized arguments: {named}"), err
+    assert exit_.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
 
 
-def test_abbreviations_and_values_that_look_like_options_still_parse():
-    args = build_parser().parse_args(["sample", "--mod", "m", "--task", "t", "--out", "r",
+@pytest.mark.parametrize(("argv", "message"), [
+    (["contaminate", "--precision", "bf16"], "zerogap contaminate: error: --precision is now "
+                                             "--dtype"),
+    (["neurons", "--uncontaminated", "m"], "zerogap neurons: error: --uncontaminated is now "
+                                           "--clean"),
+    (["neurons", "--leaked-ids", "s.json"], "zerogap neurons: error: --leaked-ids is now "
+                                            "--split-file"),
+    (["paraphrase", "--ids", "s.json"], "zerogap paraphrase: error: --ids is now --split-file"),
+])
+def test_an_old_spelling_points_to_the_new_one(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and capsys.readouterr().err == message + "\n"
+
+
+def test_values_that_look_like_options_still_parse():
+    args = build_parser().parse_args(["sample", "--model", "m", "--task", "t", "--out", "r",
                                       "-m5", "--temperature=0.5", "--system-instruction",
                                       "- a dash and spaces", "--seed", "3"])
     assert (args.model, args.m, args.temperature, args.seed) == ("m", 5, 0.5, 3)

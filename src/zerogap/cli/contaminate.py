@@ -44,7 +44,8 @@ def register(subparsers) -> None:
                     "the leaked questions mixed in. Resumable: rerun the same command.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_out(p)
+    add_out(p, "a folder: the clean and contaminated models, split.json, manifest.json; a rerun "
+               "resumes the build")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a named preset (default: none, the defaults below)")
     add_config_arguments(p, ContaminationConfig, _FLAGS, unset=True)

@@ -75,7 +75,8 @@ def register(subparsers) -> None:
     add_sweep(g, otherwise="those in --models")
     g = p.add_argument_group("study (override a study file's values)")
     add_config_arguments(g, StudySpec, STUDY_FLAGS, unset=True, note=STUDY_FILE_NOTE)
-    add_out(p, required=False, otherwise="the study file's out")
+    add_out(p, "a folder: runs, tables, figures, report; a rerun resumes the study",
+            required=False, otherwise="the study file's out")
     add_running_arguments(p)
     _add_workers_argument(p)
     add_engine_arguments(p)
@@ -92,7 +93,8 @@ def register(subparsers) -> None:
                               "embedded model and evaluate every strategy on them (RailCap's "
                               "control on the clean model always runs)",
                               epilog=EXAMPLES, formatter_class=fmt)
-    add_out(p, required=False, default=Path("runs/demo"))
+    add_out(p, "a folder: the models and the study; a rerun resumes it", required=False,
+            default=Path("runs/demo"))
     p.add_argument("--questions", type=int, default=DEMO_QUESTIONS, metavar="N",
                    help=f"questions, half leaked (default {DEMO_QUESTIONS}, sized for power)")
     add_config_arguments(p, StudySpec, ("m",), defaults={"m": DEMO_M})

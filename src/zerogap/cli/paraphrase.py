@@ -20,10 +20,11 @@ from zerogap.io.files import check_output
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
-  zerogap paraphrase --task arith --ids runs/laptop/split.json --model embedded \\
+  zerogap paraphrase --task arith --split-file runs/laptop/split.json --model embedded \\
       --out runs/pq.jsonl
   export DEEPSEEK_API_KEY=...
-  zerogap paraphrase --task gsm8k --task-option path=data/gsm8k --ids runs/llama2/split.json \\
+  zerogap paraphrase --task gsm8k --task-option path=data/gsm8k \\
+      --split-file runs/llama2/split.json \\
       --base-url https://api.deepseek.com/v1 --endpoint-model deepseek-chat \\
       --api-key-env DEEPSEEK_API_KEY --out runs/gsm8k-pq.jsonl
   zerogap contaminate ... --paraphrases runs/gsm8k-pq.jsonl --out runs/llama2-pq
@@ -48,9 +49,10 @@ def register(subparsers) -> None:
     from zerogap.study.spec import SettingSpec
 
     add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
-    p.add_argument("--ids", type=Path, default=None, metavar="FILE",
-                   help="only these questions: a contaminate split.json (its leaked ids) or a "
-                        "file of ids, one per line (default: the whole split)")
+    add_config_arguments(p, SettingSpec, ("split_file",), unset=True,
+                         defaults={"split_file": "the whole split"},
+                         values={"split_file": "only its leaked questions: a split.json or a "
+                                               "file of ids, one per line"})
     add_limit(p)
     g = p.add_argument_group("rewriter: a local model (--model) or an OpenAI-compatible "
                              "endpoint (--base-url), one of them")
@@ -72,7 +74,7 @@ def register(subparsers) -> None:
                    help="tries per question before flagging")
     p.add_argument("--max-overlap", type=float, default=DEFAULT_MAX_OVERLAP, metavar="X",
                    help="most of the original's word bigrams a rewrite may keep, in [0, 1)")
-    add_out(p)
+    add_out(p, "a JSONL file of rewrites; a rerun resumes it")
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_paraphrase)
 
@@ -97,11 +99,12 @@ def _paraphrase(args) -> int:
     if args.concurrent < 1 or not args.timeout > 0:
         raise UserError(f"--concurrent must be at least 1 and --timeout above 0, got "
                         f"{args.concurrent} and {args.timeout}")
-    check_output(args.out, "--out", inputs=[] if args.ids is None else [args.ids])
+    ids = None if args.split_file is None else Path(args.split_file)
+    check_output(args.out, "--out", inputs=[] if ids is None else [ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    if args.ids is not None:
-        questions = questions_by_ids(args.ids, questions, args.split, args.task)
+    if ids is not None:
+        questions = questions_by_ids(ids, questions, args.split, args.task)
     if args.limit is not None:
         if args.limit < 1:
             raise UserError(f"--limit must be at least 1, got {args.limit}")

@@ -45,7 +45,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
     add_strategy_arguments(p)
     add_config_arguments(p, SettingSpec, ("chat_template", "system_instruction"))
-    add_out(p)
+    add_out(p, "a run directory; a rerun resumes it")
     add_running_arguments(p)
     add_config_arguments(p, StudySpec, ("backend",))
     add_engine_arguments(p)
@@ -110,12 +110,12 @@ def _prepare(args):
     from zerogap.config import parse_pairs
     from zerogap.runs import RunRequest, build_strategy, first_questions, prepare
     from zerogap.store import RunStore, check_store_dir
-    from zerogap.strategies import parse_overrides
+    from zerogap.strategies import parse_overrides, split_label
     from zerogap.tasks import task_from_strings
     from zerogap.tasks.chat import read_template
 
-    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
-                              args.backend)
+    name, pairs = split_label(args.strategy)
+    strategy = build_strategy(name, parse_overrides(name, pairs + args.settings), args.backend)
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = first_questions(task.questions(args.split), args.limit)
     chat = (read_template(args.chat_template), args.system_instruction)

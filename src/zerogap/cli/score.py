@@ -21,6 +21,7 @@ from zerogap.cli.flags import (
     add_grading,
     add_json,
     add_scoring_options,
+    described_argument,
     field_help,
     scoring_changes,
 )
@@ -41,8 +42,10 @@ def register(subparsers) -> None:
     )
     from zerogap.study.spec import SettingSpec
 
-    p.add_argument("--clean", required=True, metavar="FILE|RUN_DIR",
-                   help=field_help(SettingSpec, "clean"))
+    described_argument(p, "--clean", required=True, metavar="FILE|RUN_DIR",
+                       meaning=field_help(SettingSpec, "clean"),
+                       values="its per-question outcomes, as a counts file, a run directory or an "
+                              "lm-eval samples log")
     p.add_argument(
         "--mitigated",
         required=True,

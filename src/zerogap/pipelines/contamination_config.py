@@ -8,15 +8,32 @@ the recipe that calls it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from zerogap.config import JsonConfig, shared_field
+from zerogap.engine.base import WeightDtype
 from zerogap.errors import UserError
 from zerogap.models import EMBEDDED
 
-Precision = Literal["auto", "bf16", "fp32"]
+# Manifests written before the training dtype was ``dtype`` hold ``precision``, in these words.
+_PRECISION_WORDS = {"auto": "auto", "bf16": "bfloat16", "fp32": "float32"}
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+
+
+def upgraded(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest's ``config`` in today's fields: an earlier release's ``precision`` (``bf16``,
+    ``fp32``, ``auto``) as ``dtype``.
+
+    >>> upgraded({"precision": "bf16", "epochs": 2})
+    {'epochs': 2, 'dtype': 'bfloat16'}
+    """
+    data = dict(recorded)
+    if "precision" in data and "dtype" not in data:
+        old = data.pop("precision")
+        data["dtype"] = _PRECISION_WORDS.get(old, old)
+    return data
 
 
 @dataclass(frozen=True)
@@ -105,10 +122,7 @@ class ContaminationConfig(JsonConfig):
     sweep_copies: tuple[int, ...] = field(
         default=(), metadata={"help": "build one M_co per value (replaces copies)"}
     )
-    precision: Precision = field(
-        default="auto",
-        metadata={"help": "auto (bf16 where the GPU or CPU has it natively), bf16 or fp32"},
-    )
+    dtype: WeightDtype = shared_field("dtype", default="auto")
     seed: int = shared_field("seed", default=0)
     save_steps: int = field(
         default=50, metadata={"help": "optimizer steps between checkpoints", "min": 1}
@@ -116,6 +130,11 @@ class ContaminationConfig(JsonConfig):
     merge: bool = field(
         default=False, metadata={"help": "write merged weights instead of adapter folders"}
     )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Rebuild from a manifest's ``config``, one written before ``dtype`` included."""
+        return super().from_dict(upgraded(data))
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared types and bounds
