@@ -225,3 +225,67 @@ def test_config_flags_take_their_spelling_type_bounds_and_default_from_the_field
     add_config_arguments(unset, SamplingSpec, ("m",), unset=True, note=", or the file's")
     assert unset.parse_args([]).m is None
     assert "(default 50, or the file's)" in unset._actions[-1].help
+
+
+def test_one_config_field_is_spelled_alike_by_every_command(commands):
+    """A config field (its name is the concept: ``seed`` of a run, a study, a build) is one
+    flag in every command that sets it, and no command keeps a spelling this release renamed."""
+    from zerogap.cli.flags import RENAMED
+
+    spellings: dict[str, dict[tuple, list[str]]] = {}
+    for name, parser in commands.items():
+        for action in _flags(parser):
+            assert not set(action.option_strings) & set(RENAMED), (name, action.option_strings)
+            if getattr(action, "field", None):
+                spellings.setdefault(action.field, {}).setdefault(
+                    tuple(action.option_strings), []).append(name)
+    assert not {field: seen for field, seen in spellings.items() if len(seen) > 1}
+    # The concepts the commands once spelled apart are each one flag in all of them.
+    assert set(spellings["dtype"][("--dtype",)]) >= {"contaminate", "sample", "evaluate", "demo"}
+    assert set(spellings["clean"][("--clean",)]) == {"evaluate", "neurons"}
+    assert set(spellings["split_file"][("--split-file",)]) == {"evaluate", "neurons",
+                                                                "paraphrase"}
+    assert set(spellings["seed"][("--seed",)]) >= {"sample", "evaluate", "score", "contaminate",
+                                                   "paraphrase"}
+    score_clean = next(a for a in _flags(commands["score"]) if a.dest == "clean")
+    assert _described(score_clean)[0] == _described(
+        next(a for a in _flags(commands["evaluate"]) if a.dest == "clean"))[0]
+
+
+def test_lm_eval_model_arguments_are_the_fields_names_with_the_command_lines_defaults():
+    pytest.importorskip("lm_eval")
+    import inspect
+
+    from zerogap.harness import ZerogapLM
+
+    params = inspect.signature(ZerogapLM.__init__).parameters
+    for name in ("dtype", "max_batch", "threads", "device"):
+        assert name in {f for f in EngineOptions.__dataclass_fields__}, name
+        assert name in params, name
+    assert params["seed"].default == SamplingSpec().seed
+    dtype = next(a for a in _flags(dict(_commands(build_parser()))["sample"])
+                 if a.dest == "dtype")
+    assert params["dtype"].default == "auto" and dtype.help.endswith("else auto)")
+
+
+def test_a_strategy_label_is_one_spelling_in_sample_as_in_a_study(tmp_path, capsys):
+    """``--strategy railcap:nn=3`` is read as a study's label is, its settings checked (before
+    any model loads) with the words ``--set`` gets."""
+    out = tmp_path / "run"
+    argv = ["sample", "--model", str(tmp_path / "none"), "--task", "arith", "--out", str(out)]
+    assert main([*argv, "--strategy", "railcap:nn=3"]) == 2
+    assert capsys.readouterr().err == ("zerogap sample: error: strategy railcap has no option "
+                                       "'nn'; known: mode, n, protect\n")
+    assert main([*argv, "--strategy", "railcap:n=3", "--set", "n=4"]) == 2
+    assert "n: given twice" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_contamination_manifest_of_the_precision_era_reads_as_dtype():
+    from zerogap.pipelines.contamination import differing_fields
+    from zerogap.pipelines.contamination_config import ContaminationConfig
+
+    config = ContaminationConfig(task="arith", dtype="bfloat16")
+    recorded = json.loads(config.to_json())  # as manifest.json holds it
+    recorded["precision"] = {"bfloat16": "bf16"}[recorded.pop("dtype")]
+    assert ContaminationConfig.from_dict(recorded) == config
+    assert differing_fields(config, recorded) == []
