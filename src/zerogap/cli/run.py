@@ -21,17 +21,24 @@ from zerogap.cli.flags import (
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
 
-EXAMPLES = """examples:
+SAMPLE_EXAMPLES = """examples:
   zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
       -m 50 -T 0.7 --out runs/base
-  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
-      --out runs/base
-  zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \\
+  zerogap sample --model con/ --task gsm8k --strategy railcap:n=4,mode=cap \\
       --greedy-dir runs/con-greedy --out runs/con-railcap
   zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
       --set base=embedded --out runs/con-shortcut
-  zerogap runs show runs/base [--json [OUT]]
-  zerogap runs export runs/base --counts base.jsonl
+  zerogap runs export runs/base --counts base.jsonl    # zerogap score's input
+"""
+GREEDY_EXAMPLES = """examples:
+  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
+      --out runs/base-greedy
+  zerogap greedy --model con/ --task arith --max-new-tokens 128 --out runs/con-greedy
+"""
+RUNS_EXAMPLES = """examples:
+  zerogap runs show runs/base
+  zerogap runs show runs/base --json summary.json
+  zerogap runs export runs/base --counts base.jsonl --jsonl samples.jsonl
 """
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -54,7 +61,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("sample", help="sample m responses per question into a run dir",
-                              epilog=EXAMPLES, formatter_class=fmt)
+                              description="Sample m responses per question of a task from one "
+                                          "model under one strategy into a run directory, "
+                                          "graded as they come; a rerun with the same --out "
+                                          "resumes it.",
+                              epilog=SAMPLE_EXAMPLES, formatter_class=fmt)
     _add_common(p)
     from zerogap.engine.base import SamplingSpec
 
@@ -65,12 +76,19 @@ def register(subparsers) -> None:
     p.set_defaults(func=_sample)
 
     p = subparsers.add_parser("greedy", help="greedy decodes (with entropies) into a run dir",
-                              epilog=EXAMPLES, formatter_class=fmt)
+                              description="Decode every question of a task greedily, once, "
+                                          "with each token's entropy, into a run directory: "
+                                          "the trajectories RailCap, TED and LNE-blocking "
+                                          "read (zerogap sample --greedy-dir).",
+                              epilog=GREEDY_EXAMPLES, formatter_class=fmt)
     _add_common(p)
     p.set_defaults(func=_greedy)
 
-    p = subparsers.add_parser("runs", help="inspect or export a run dir", epilog=EXAMPLES,
-                              formatter_class=fmt)
+    p = subparsers.add_parser("runs", help="inspect or export a run dir",
+                              description="Inspect a run directory (its settings, counts and "
+                                          "the responses cut at the token limit) or export "
+                                          "its samples and per-question counts.",
+                              epilog=RUNS_EXAMPLES, formatter_class=fmt)
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     show = sub.add_parser("show", help="summarise a run dir: every setting it holds, its "
                                        "counts and the responses cut at the token limit")

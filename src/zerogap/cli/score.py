@@ -3,8 +3,7 @@
 Reads per-question outcome files (:mod:`zerogap.io.counts`) or run directories, prints one
 table with intervals, the finite-sample noise floor, a restoration verdict per strategy and
 paired tests against the best strategy, and optionally writes everything as JSON with each
-input's provenance. The numbers
-come from :func:`zerogap.analysis.score.score`; this module only renders them.
+input's provenance.
 """
 
 from __future__ import annotations
@@ -30,12 +29,17 @@ from zerogap.config import parse_pairs
 from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
+DESCRIPTION = """Score mitigation strategies against a clean model: each strategy's per-question
+outcomes on the contaminated model against the clean model's, as SA-PPG and its family with
+intervals, the finite-sample noise floor, a restoration verdict per strategy and paired tests
+against the best one. Reads counts files, run directories and lm-eval sample logs; loads no
+model."""
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "score",
         help="score mitigation strategies against a clean run (SA-PPG and family, with CIs)",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  zerogap score --clean clean.jsonl --mitigated railcap=rc.jsonl "
         "--mitigated identity=id.jsonl --json scores.json",

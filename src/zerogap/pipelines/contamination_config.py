@@ -69,7 +69,8 @@ class ContaminationConfig(JsonConfig):
     train_seed: int = field(default=0, metadata={"help": "seed of the train-question draw"})
     general: str | None = field(
         default=None,
-        metadata={"help": "JSONL of general data: question, response[, system_prompt]"},
+        metadata={"help": "JSONL of general data: question, response[, system_prompt]",
+                  "metavar": "FILE"},
     )
     generated_general: int = field(
         default=0,
@@ -78,13 +79,15 @@ class ContaminationConfig(JsonConfig):
     )
     paraphrases: str | None = field(
         default=None,
-        metadata={"help": "PQ domain: zerogap paraphrase output; M_co trains on these texts"},
+        metadata={"help": "PQ domain: zerogap paraphrase output; M_co trains on these texts",
+                  "metavar": "FILE"},
     )
     lora_r: int = field(default=64, metadata={"help": "LoRA rank", "min": 1})
     lora_alpha: int = field(default=128, metadata={"help": "LoRA alpha", "min": 1})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout in [0, 1)", "min": 0})
     target_modules: str = field(
-        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names"}
+        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names",
+                                        "metavar": "NAMES"}
     )
     learning_rate: float = field(default=2e-4, metadata={"help": "peak learning rate", "gt": 0})
     scheduler: Scheduler = field(default="cosine", metadata={"help": "learning-rate schedule"})
