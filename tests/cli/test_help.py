@@ -90,6 +90,6 @@ def test_help_speaks_of_its_own_command():
         limit = next(a.help for a in commands[name]._actions if a.dest == "limit")
         assert "shortcut" not in limit and "split file" not in limit, name
     clean = next(a.help for a in commands["score"]._actions if a.dest == "clean")
-    assert "sample" not in clean and "evaluate" not in clean
+    assert "to sample" not in clean and "evaluate" not in clean
     assert not [name for name, parser in commands.items()
                 if "this module" in parser.format_help()]
