@@ -393,6 +393,16 @@ def strategy_class(name: str) -> type[Strategy]:
     return _STRATEGIES.get(name)[0]
 
 
+def strategy_summary(name: str) -> str:
+    """Strategy ``name`` in one line: its class's first docstring line, and the settings the
+    name presets where it shares a class with another (``railcap-ban``: ``mode=ban``)."""
+    cls, preset = _STRATEGIES.get(name)
+    summary = ((cls.__doc__ or "").strip().splitlines() or [""])[0]
+    if not preset:
+        return summary
+    return f"{summary} Preset: {', '.join(f'{k}={v}' for k, v in preset.items())}."
+
+
 def get_strategy(name: str, overrides: Mapping[str, Any] | None = None) -> Strategy:
     """Build strategy ``name`` with its defaults, then ``overrides`` (validated)."""
     cls, preset = _STRATEGIES.get(name)

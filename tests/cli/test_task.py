@@ -11,7 +11,7 @@ def test_task_list(capsys):
     assert cli.main(["task", "list"]) == 0
     out = capsys.readouterr().out.splitlines()
     # Other tests may register tasks of their own; the built-in ones are listed in order.
-    assert [name for name in out if name in ("arith", "gsm8k", "jsonl")] == [
+    assert [line.split()[0] for line in out if line.split()[0] in ("arith", "gsm8k", "jsonl")] == [
         "arith",
         "gsm8k",
         "jsonl",
@@ -83,3 +83,17 @@ def test_grade_needs_a_response(capsys):
     with pytest.raises(SystemExit):
         cli.main(["task", "grade", "arith", "--index", "0"])
     assert "--response" in capsys.readouterr().err
+
+
+def test_task_list_describes_every_task_and_the_docs_table_names_each(capsys):
+    from pathlib import Path
+
+    from zerogap.tasks import task_names
+
+    assert cli.main(["task", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name, line in zip(task_names(), lines, strict=False):
+        assert line.split()[0] == name and len(line.split()) > 4, line
+    built_in = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text().split(
+        "```", 1)[0]
+    assert [name for name in task_names() if f"| `{name}` |" not in built_in] == []
