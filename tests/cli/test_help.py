@@ -34,7 +34,7 @@ def _commands_by_name():
 
 def _flag_helps(parser):
     """Every flag's help text of ``parser`` and of its actions (``task list``...)."""
-    for name, sub in _parsers(parser):
+    for _, sub in _parsers(parser):
         for action in sub._actions:
             if action.option_strings and action.help and action.help != argparse.SUPPRESS:
                 yield action.help

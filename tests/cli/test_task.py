@@ -11,7 +11,8 @@ def test_task_list(capsys):
     assert cli.main(["task", "list"]) == 0
     out = capsys.readouterr().out.splitlines()
     # Other tests may register tasks of their own; the built-in ones are listed in order.
-    assert [line.split()[0] for line in out if line.split()[0] in ("arith", "gsm8k", "jsonl")] == [
+    names = [line.split()[0] for line in out]
+    assert [name for name in names if name in ("arith", "gsm8k", "jsonl")] == [
         "arith",
         "gsm8k",
         "jsonl",
