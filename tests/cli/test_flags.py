@@ -289,3 +289,17 @@ def test_a_contamination_manifest_of_the_precision_era_reads_as_dtype():
     recorded["precision"] = {"bfloat16": "bf16"}[recorded.pop("dtype")]
     assert ContaminationConfig.from_dict(recorded) == config
     assert differing_fields(config, recorded) == []
+
+
+@pytest.mark.parametrize(("flag", "typed", "meant"), [
+    ("--model", "embeded", "embedded"),
+    ("--task", "arth", "arith"),
+    ("--strategy", "railcpa", "railcap"),
+])
+def test_a_mistyped_name_gets_the_nearest_known_one(tmp_path, capsys, flag, typed, meant):
+    argv = {"--model": "embedded", "--task": "arith", "--strategy": "identity", flag: typed}
+    out = tmp_path / "run"
+    code = main(["sample", *[w for pair in argv.items() for w in pair], "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"(did you mean {meant}?)" in err and err.count("\n") == 1, err
+    assert not out.exists()
