@@ -206,7 +206,7 @@ class StudySpec(JsonConfig):
     target_half_width: float | None = field(default=None, metadata={
         "help": "allocate the fewest samples whose predicted half-width of every strategy's "
                 "SA-PPG and every paired difference is at most this (needs a pilot) (default: "
-                "none)", "gt": 0, "max": 1, "metavar": "H"})
+                "none)", "gt": 0, "max": 1, "metavar": "X"})
     pilot: int = field(default=0, metadata={
         "help": "an allocated study's pilot: samples per question of each strategy on a seed "
                 "of their own, never scored, that give each question's spread, the predicted "
