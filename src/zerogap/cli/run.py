@@ -41,6 +41,7 @@ RUNS_EXAMPLES = """examples:
   zerogap runs export runs/base --counts base.jsonl --jsonl samples.jsonl
 """
 
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     from zerogap.cli.flags import add_limit, add_model
     from zerogap.engine.base import SamplingSpec
