@@ -125,7 +125,7 @@ READERS = {
                                                     | st.text(max_size=8), max_size=4).map(
         lambda ids: "\n".join(ids).encode())),
                    lambda f, w: ["neurons", "--base", NOWHERE, "--contaminated", NOWHERE,
-                                 "--uncontaminated", NOWHERE, "--task", "arith", "--leaked-ids", f,
+                                 "--clean", NOWHERE, "--task", "arith", "--split-file", f,
                                  "--out", w / "neurons.json"]),
     "neuron-list": ("neurons.json", _contents(NEURON_LISTS),
                     lambda f, w: ["sample", "--model", NOWHERE, "--task", "arith", "--strategy",

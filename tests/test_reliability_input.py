@@ -233,7 +233,7 @@ def test_neurons_checks_every_model_before_loading_any(tmp_path, tiny_dir, capsy
     leaked.write_text("test-0\n")
     out = tmp_path / "neurons.json"
     refused(capsys, ["neurons", "--base", tiny_dir, "--contaminated", tiny_dir,
-                     "--uncontaminated", tmp_path / "missing", "--task", "arith", "--leaked-ids",
+                     "--clean", tmp_path / "missing", "--task", "arith", "--split-file",
                      leaked, "--out", out], f"model path {tmp_path / 'missing'} does not exist")
     assert not out.exists()
 
@@ -314,8 +314,8 @@ def _dir_cases(tmp_path):
         (["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
           f"exemplars={folder}"], folder),
         (["task", "grade", "arith", "--index", "0", "--response-file", folder], folder),
-        (["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-          "embedded", "--task", "arith", "--leaked-ids", folder, "--out", tmp_path / "n.json"],
+        (["neurons", "--base", "embedded", "--contaminated", "embedded", "--clean",
+          "embedded", "--task", "arith", "--split-file", folder, "--out", tmp_path / "n.json"],
          folder),
         (sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                      f"neurons={folder}", "--set", "base=embedded"), folder),
@@ -357,8 +357,8 @@ def _binary_cases(tmp_path, path):
         ["task", "show", "arith", "--index", "0", "--task-option", "k=1", "--task-option",
          f"exemplars={path}"],
         ["task", "grade", "arith", "--index", "0", "--response-file", path],
-        ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-         "embedded", "--task", "arith", "--leaked-ids", path, "--out", tmp_path / "n.json"],
+        ["neurons", "--base", "embedded", "--contaminated", "embedded", "--clean",
+         "embedded", "--task", "arith", "--split-file", path, "--out", tmp_path / "n.json"],
         sample_args("embedded", tmp_path / "run", "--strategy", "shortcut", "--set",
                     f"neurons={path}", "--set", "base=embedded"),
         ["evaluate", path],

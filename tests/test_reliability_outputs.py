@@ -203,8 +203,8 @@ def test_neurons_refuses_a_zero_token_limit_before_any_model_loads(tmp_path, tin
     weights.write_bytes(weights.read_bytes()[:100])
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
-    refused(capsys, ["neurons", "--base", broken, "--contaminated", broken, "--uncontaminated",
-                     broken, "--task", "arith", "--leaked-ids", leaked, "--max-new-tokens", "0",
+    refused(capsys, ["neurons", "--base", broken, "--contaminated", broken, "--clean",
+                     broken, "--task", "arith", "--split-file", leaked, "--max-new-tokens", "0",
                      "--out", tmp_path / "n.json"], "--max-new-tokens must be at least 1, got 0")
     assert not (tmp_path / "n.json").exists()
 

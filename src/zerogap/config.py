@@ -129,6 +129,8 @@ SHARED: dict[str, dict[str, Any]] = {
                              "line (repeatable), a table in a study file",
                      "flag": "--task-option"},
     "split": {"help": "the task's dataset split", "flag": "--split"},
+    "dtype": {"help": "weight dtype; auto: bfloat16 where the device computes it natively (a "
+                      "CPU with AMX-BF16 or AVX512-BF16, a GPU), else float32"},
     "seed": {"help": "seed of every random draw the command makes (sampling noise, training, "
                      "the tests' resampling): the same seed, the same result", "min": 0},
 }

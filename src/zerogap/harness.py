@@ -24,7 +24,9 @@ How requests map onto the engine:
   first, under the request's own stop strings and token limit.
 
 Model arguments: ``pretrained`` (any model spec zerogap takes, ``embedded`` by default),
-``strategy`` (default ``identity``), ``dtype``, ``seed`` (default 0), ``max_batch`` (most rows
+``strategy`` (default ``identity``; a label with its settings, ``railcap:n=3``, as in
+``zerogap sample --strategy`` and a study), ``dtype`` (default ``auto``, as the command line's
+``--dtype``), ``seed`` (default 0), ``max_batch`` (most rows
 decoded together; by default the engine sizes its batches itself, and the harness's
 ``--batch_size`` is not used), ``threads`` (torch threads on a CPU, fixed; by default they
 follow the cores other processes leave, :mod:`zerogap.engine.threads`), ``device`` (the
@@ -48,7 +50,7 @@ from zerogap.config import show_value
 from zerogap.engine.base import DEFAULT_BACKEND, SamplingSpec
 from zerogap.errors import UserError
 from zerogap.progress import ProgressCallback, progress_bars
-from zerogap.strategies import Strategy, parse_overrides
+from zerogap.strategies import Strategy, parse_overrides, split_label
 
 __all__ = ["MODEL_NAME", "ZerogapLM", "plan_requests", "request_spec"]
 
@@ -163,7 +165,7 @@ class ZerogapLM(LM):
 
 
     def __init__(self, pretrained: str = "embedded", strategy: str = "identity",
-                 dtype: str = "float32", seed: int = 0, max_batch: int | None = None,
+                 dtype: str = "auto", seed: int = 0, max_batch: int | None = None,
                  threads: int | None = None, device: str | None = None, batch_size: Any = None,
                  max_batch_size: Any = None, max_gen_toks: int = 256, **settings: Any) -> None:
         super().__init__()
@@ -171,11 +173,12 @@ class ZerogapLM(LM):
         from zerogap.runs import build_strategy, check_engine, start_engine
 
         # The harness turns "3" into 3 and "true" into True; the strategy's own parser types
-        # its settings from their text, with its one-line errors.
-        texts = [f"{key}={show_value(value)}" for key, value in settings.items()]
+        # its settings from their text, with its one-line errors. A label's settings
+        # (strategy=railcap:n=3) and the keys after it (,mode=ban) are one list.
+        name, pairs = split_label(str(strategy))
+        texts = pairs + [f"{key}={show_value(value)}" for key, value in settings.items()]
         self.strategy: Strategy = build_strategy(
-            str(strategy), parse_overrides(str(strategy), texts, option="--model_args"),
-            _BACKEND)
+            name, parse_overrides(name, texts, option="--model_args"), _BACKEND)
         if not self.strategy.samples_model or self.strategy.readout != "plain":
             raise UserError(f"--model {MODEL_NAME}: strategy {strategy} (readout "
                             f"{self.strategy.readout}) does not give one graded response per "

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zerogap.errors import DataError, ResourceError, UserError
+from zerogap.errors import DataError, ResourceError, UserError, did_you_mean
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 
@@ -323,8 +323,20 @@ def _local_path(spec: str, relative_to: Path | None = None) -> Path | None:
     parent_exists = len(path.parts) > 1 and Path(path.parts[0]).exists()
     if spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or not _HUB_ID.match(spec) \
             or parent_exists:
-        raise UserError(f"model path {spec} does not exist")
+        raise UserError(f"model path {spec} does not exist{_nearest_model(path)}")
     return None
+
+
+def _nearest_model(path: Path) -> str:
+    """`` (did you mean X?)`` for a model path that does not exist: ``embedded``, or the entry
+    of its folder nearest to its name (``runs/modle`` -> ``runs/model``)."""
+    if len(path.parts) == 1:
+        return did_you_mean(str(path), [EMBEDDED])
+    try:
+        siblings = [entry.name for entry in path.parent.iterdir()]
+    except OSError:
+        return ""
+    return did_you_mean(path.name, siblings, prefix=f"{path.parent}/")
 
 
 # Seconds the hub gets to answer before a hub id is refused as unreachable: its client would

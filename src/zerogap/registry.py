@@ -15,7 +15,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from zerogap.errors import UserError
+from zerogap.errors import UserError, did_you_mean
 
 T = TypeVar("T")
 
@@ -81,4 +81,5 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             known = ", ".join(self.names())
-            raise UserError(f"unknown {self.kind} {name!r}; known {self.plural}: {known}") from None
+            raise UserError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; "
+                            f"known {self.plural}: {known}") from None

@@ -400,6 +400,16 @@ def strategy_class(name: str) -> type[Strategy]:
     return _STRATEGIES.get(name)[0]
 
 
+def strategy_summary(name: str) -> str:
+    """Strategy ``name`` in one line: its class's first docstring line, and the settings the
+    name presets where it shares a class with another (``railcap-ban``: ``mode=ban``)."""
+    cls, preset = _STRATEGIES.get(name)
+    summary = ((cls.__doc__ or "").strip().splitlines() or [""])[0]
+    if not preset:
+        return summary
+    return f"{summary} Preset: {', '.join(f'{k}={v}' for k, v in preset.items())}."
+
+
 def get_strategy(name: str, overrides: Mapping[str, Any] | None = None) -> Strategy:
     """Build strategy ``name`` with its defaults, then ``overrides`` (validated)."""
     cls, preset = _STRATEGIES.get(name)
@@ -416,6 +426,18 @@ def strategy_from_record(name: str, config: dict[str, Any]) -> Strategy:
 def setting_names(name: str) -> list[str]:
     """The settings strategy ``name`` takes (``--set`` keys), sorted."""
     return sorted(f.name for f in dataclasses.fields(strategy_class(name).config_class))
+
+
+def split_label(label: str) -> tuple[str, list[str]]:
+    """A strategy label, the one spelling of a strategy with settings everywhere (``sample
+    --strategy``, ``evaluate --strategies``, a study file, lm-eval's ``strategy=``), as its
+    name and ``key=value`` texts.
+
+    >>> split_label("railcap:n=3,mode=ban"), split_label("identity")
+    (('railcap', ['n=3', 'mode=ban']), ('identity', []))
+    """
+    name, _, rest = label.partition(":")
+    return name.strip(), [p.strip() for p in rest.split(",") if p.strip()]
 
 
 def parse_overrides(name: str, pairs: Sequence[str], *, option: str = "--set") -> dict[str, Any]:

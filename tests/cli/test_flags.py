@@ -67,33 +67,63 @@ def test_one_name_means_one_kind_of_value_and_one_wording_everywhere(commands):
         assert len(sum(wordings[flag].values(), [])) >= 2, flag
 
 
-@pytest.mark.parametrize(("argv", "usage", "named"), [
-    (["sample", "--modle", "X"], "usage: zerogap sample", "--modle"),
-    (["score", "--margn", "3"], "usage: zerogap score", "--margn"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--margn", "3"], "usage: zerogap score",
-     "--margn"),
-    (["runs", "show", "r", "--jsn"], "usage: zerogap runs show", "--jsn"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "stray"], "usage: zerogap score",
-     "stray"),
+@pytest.mark.parametrize(("argv", "prog", "named"), [
+    (["sample", "--modle", "X"], "zerogap sample", "--modle (did you mean --model?)"),
+    (["score", "--margn", "3"], "zerogap score", "--margn (did you mean --margin?)"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--margn", "3"], "zerogap score",
+     "--margn (did you mean --margin?)"),
+    (["runs", "show", "r", "--jsn"], "zerogap runs show", "--jsn (did you mean --json?)"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "stray"], "zerogap score", "stray"),
     # The spellings a 0.1 package no longer keeps are typos like any other.
-    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "usage: zerogap sample",
+    (["sample", "--model", "m", "--task", "t", "--run-dir", "r"], "zerogap sample",
      "--run-dir"),
-    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"],
-     "usage: zerogap score", "--bootstrap"),
-    (["evaluate", "--task-split", "train"], "usage: zerogap evaluate", "--task-split"),
-    (["task", "show", "gsm8k", "--path", "data"], "usage: zerogap task show", "--path"),
+    (["score", "--clean", "c", "--mitigated", "a=b", "--bootstrap", "9"], "zerogap score",
+     "--bootstrap"),
+    (["evaluate", "--task-split", "train"], "zerogap evaluate",
+     "--task-split (did you mean --split?)"),
+    (["task", "show", "gsm8k", "--path", "data"], "zerogap task show", "--path"),
+    # No abbreviations: a flag's prefix is a typo, not the flag.
+    (["sample", "--max-new-token", "24"], "zerogap sample",
+     "--max-new-token (did you mean --max-new-tokens?)"),
 ])
-def test_a_typo_is_named_in_the_commands_own_usage(argv, usage, named, capsys):
+def test_a_typo_is_one_line_in_the_commands_own_name(argv, prog, named, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"{prog}: error: unrecognized arguments: {named}\n"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["sampel"], "zerogap: error: unknown command 'sampel' (did you mean sample?); choose from"),
+    (["task", "lst"], "zerogap task: error: unknown command 'lst' (did you mean list?)"),
+    (["sample", "--backend", "vlm"],
+     "zerogap sample: error: unknown --backend 'vlm' (did you mean vllm?); choose from hf, vllm"),
+    (["sample", "--model", "m"], "zerogap sample: error: the following arguments are required"),
+])
+def test_argparse_errors_are_one_line_with_the_nearest_name(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
     err = capsys.readouterr().err
-    assert err.startswith(usage), err
-    assert err.rstrip().endswith(f"error: unrecognized arguments: {named}"), err
+    assert exit_.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
 
 
-def test_abbreviations_and_values_that_look_like_options_still_parse():
-    args = build_parser().parse_args(["sample", "--mod", "m", "--task", "t", "--out", "r",
+@pytest.mark.parametrize(("argv", "message"), [
+    (["contaminate", "--precision", "bf16"], "zerogap contaminate: error: --precision is now "
+                                             "--dtype"),
+    (["neurons", "--uncontaminated", "m"], "zerogap neurons: error: --uncontaminated is now "
+                                           "--clean"),
+    (["neurons", "--leaked-ids", "s.json"], "zerogap neurons: error: --leaked-ids is now "
+                                            "--split-file"),
+    (["paraphrase", "--ids", "s.json"], "zerogap paraphrase: error: --ids is now --split-file"),
+])
+def test_an_old_spelling_points_to_the_new_one(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and capsys.readouterr().err == message + "\n"
+
+
+def test_values_that_look_like_options_still_parse():
+    args = build_parser().parse_args(["sample", "--model", "m", "--task", "t", "--out", "r",
                                       "-m5", "--temperature=0.5", "--system-instruction",
                                       "- a dash and spaces", "--seed", "3"])
     assert (args.model, args.m, args.temperature, args.seed) == ("m", 5, 0.5, 3)
@@ -196,3 +226,81 @@ def test_config_flags_take_their_spelling_type_bounds_and_default_from_the_field
     add_config_arguments(unset, SamplingSpec, ("m",), unset=True, note=", or the file's")
     assert unset.parse_args([]).m is None
     assert "(default 50, or the file's)" in unset._actions[-1].help
+
+
+def test_one_config_field_is_spelled_alike_by_every_command(commands):
+    """A config field (its name is the concept: ``seed`` of a run, a study, a build) is one
+    flag in every command that sets it, and no command keeps a spelling this release renamed."""
+    from zerogap.cli.flags import RENAMED
+
+    spellings: dict[str, dict[tuple, list[str]]] = {}
+    for name, parser in commands.items():
+        for action in _flags(parser):
+            assert not set(action.option_strings) & set(RENAMED), (name, action.option_strings)
+            if getattr(action, "field", None):
+                spellings.setdefault(action.field, {}).setdefault(
+                    tuple(action.option_strings), []).append(name)
+    assert not {field: seen for field, seen in spellings.items() if len(seen) > 1}
+    # The concepts the commands once spelled apart are each one flag in all of them.
+    assert set(spellings["dtype"][("--dtype",)]) >= {"contaminate", "sample", "evaluate", "demo"}
+    assert set(spellings["clean"][("--clean",)]) == {"evaluate", "neurons"}
+    assert set(spellings["split_file"][("--split-file",)]) == {"evaluate", "neurons",
+                                                                "paraphrase"}
+    assert set(spellings["seed"][("--seed",)]) >= {"sample", "evaluate", "score", "contaminate",
+                                                   "paraphrase"}
+    score_clean = next(a for a in _flags(commands["score"]) if a.dest == "clean")
+    assert _described(score_clean)[0] == _described(
+        next(a for a in _flags(commands["evaluate"]) if a.dest == "clean"))[0]
+
+
+def test_lm_eval_model_arguments_are_the_fields_names_with_the_command_lines_defaults():
+    pytest.importorskip("lm_eval")
+    import inspect
+
+    from zerogap.harness import ZerogapLM
+
+    params = inspect.signature(ZerogapLM.__init__).parameters
+    for name in ("dtype", "max_batch", "threads", "device"):
+        assert name in {f for f in EngineOptions.__dataclass_fields__}, name
+        assert name in params, name
+    assert params["seed"].default == SamplingSpec().seed
+    dtype = next(a for a in _flags(dict(_commands(build_parser()))["sample"])
+                 if a.dest == "dtype")
+    assert params["dtype"].default == "auto" and dtype.help.endswith("else auto)")
+
+
+def test_a_strategy_label_is_one_spelling_in_sample_as_in_a_study(tmp_path, capsys):
+    """``--strategy railcap:nn=3`` is read as a study's label is, its settings checked (before
+    any model loads) with the words ``--set`` gets."""
+    out = tmp_path / "run"
+    argv = ["sample", "--model", str(tmp_path / "none"), "--task", "arith", "--out", str(out)]
+    assert main([*argv, "--strategy", "railcap:nn=3"]) == 2
+    assert capsys.readouterr().err == ("zerogap sample: error: strategy railcap has no option "
+                                       "'nn'; known: mode, n, protect\n")
+    assert main([*argv, "--strategy", "railcap:n=3", "--set", "n=4"]) == 2
+    assert "n: given twice" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_contamination_manifest_of_the_precision_era_reads_as_dtype():
+    from zerogap.pipelines.contamination import differing_fields
+    from zerogap.pipelines.contamination_config import ContaminationConfig
+
+    config = ContaminationConfig(task="arith", dtype="bfloat16")
+    recorded = json.loads(config.to_json())  # as manifest.json holds it
+    recorded["precision"] = {"bfloat16": "bf16"}[recorded.pop("dtype")]
+    assert ContaminationConfig.from_dict(recorded) == config
+    assert differing_fields(config, recorded) == []
+
+
+@pytest.mark.parametrize(("flag", "typed", "meant"), [
+    ("--model", "embeded", "embedded"),
+    ("--task", "arth", "arith"),
+    ("--strategy", "railcpa", "railcap"),
+])
+def test_a_mistyped_name_gets_the_nearest_known_one(tmp_path, capsys, flag, typed, meant):
+    argv = {"--model": "embedded", "--task": "arith", "--strategy": "identity", flag: typed}
+    out = tmp_path / "run"
+    code = main(["sample", *[w for pair in argv.items() for w in pair], "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"(did you mean {meant}?)" in err and err.count("\n") == 1, err
+    assert not out.exists()

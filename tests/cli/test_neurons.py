@@ -56,7 +56,7 @@ def folders(tmp_path_factory, make_tiny_llama, smol_tokenizer):
 def neurons_argv(folders, leaked, out, *extra):
     """Two leaked items, two calibration items, 4 causal blocks of 32: 22 greedy decodes."""
     return ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
+            "--clean", folders["un"], "--task", Sums.name, "--split-file", str(leaked),
             "--calibration-size", "2", "--neuron-block", "32", "--max-new-tokens", "4",
             "--out", str(out), "--quiet", *extra]
 
@@ -135,7 +135,7 @@ def test_unknown_leaked_id_is_one_line_error(folders, tmp_path, capsys):
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\ntest-9\n")
     argv = ["neurons", "--base", folders["base"], "--contaminated", folders["con"],
-            "--uncontaminated", folders["un"], "--task", Sums.name, "--leaked-ids", str(leaked),
+            "--clean", folders["un"], "--task", Sums.name, "--split-file", str(leaked),
             "--out", str(tmp_path / "n.json"), "--quiet"]
     assert main(argv) == 2
     err = capsys.readouterr().err

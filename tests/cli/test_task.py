@@ -11,7 +11,8 @@ def test_task_list(capsys):
     assert cli.main(["task", "list"]) == 0
     out = capsys.readouterr().out.splitlines()
     # Other tests may register tasks of their own; the built-in ones are listed in order.
-    assert [name for name in out if name in ("arith", "gsm8k", "jsonl")] == [
+    names = [line.split()[0] for line in out]
+    assert [name for name in names if name in ("arith", "gsm8k", "jsonl")] == [
         "arith",
         "gsm8k",
         "jsonl",
@@ -83,3 +84,20 @@ def test_grade_needs_a_response(capsys):
     with pytest.raises(SystemExit):
         cli.main(["task", "grade", "arith", "--index", "0"])
     assert "--response" in capsys.readouterr().err
+
+
+def test_task_list_describes_every_task_and_the_docs_table_names_each(capsys):
+    from pathlib import Path
+
+    from zerogap.tasks import task_config_class, task_names
+
+    # The built-in tasks (other tests register tasks of their own in this process).
+    built_in = [name for name in task_names()
+                if task_config_class(name).__module__.startswith("zerogap.tasks")]
+    assert {"arith", "gsm8k", "jsonl", "multistep"} <= set(built_in)
+    assert cli.main(["task", "list"]) == 0
+    described = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert [name for name in built_in if len(described[name].split()) < 5] == []
+    table = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text().split(
+        "```", 1)[0]
+    assert [name for name in built_in if f"| `{name}` |" not in table] == []

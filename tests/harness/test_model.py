@@ -83,7 +83,8 @@ def test_greedy_answers_equal_the_hf_models_on_the_embedded_model(make_task, one
 
     tasks = make_task(num_fewshot=2, max_gen_toks=32)
     hf = evaluate("hf", f"pretrained={model_folder('embedded')}", tasks, limit=2)
-    ours = evaluate("zerogap", "pretrained=embedded", tasks, limit=2)
+    # In the dtype --model hf loads the folder in (zerogap's auto is bfloat16 where it is native).
+    ours = evaluate("zerogap", "pretrained=embedded,dtype=float32", tasks, limit=2)
     assert ours == hf and all(len(r[0]) > 20 for r in ours.values())  # real text, not stubs
 
 
@@ -135,3 +136,17 @@ def test_the_embedded_models_chat_template_wraps_the_prompt():
     text = model.apply_chat_template([{"role": "user", "content": "What is 2+2?"}])
     assert text.startswith("<|im_start|>") and text.rstrip().endswith("<|im_start|>assistant")
     assert "What is 2+2?" in text and model.chat_template(True)
+
+
+def test_a_strategy_label_is_read_as_everywhere_else(tiny_dir):
+    """``strategy=railcap:n=3,mode=ban`` (the harness splits at the comma: ``mode=ban`` comes
+    as its own key) is the label ``zerogap sample --strategy`` and a study take; the dtype
+    defaults to the command line's ``auto``."""
+    import inspect
+
+    model = ZerogapLM(pretrained=str(tiny_dir), strategy="railcap:n=3", mode="ban")
+    assert (model.strategy.name, model.strategy.config.n, model.strategy.config.mode) == (
+        "railcap", 3, "ban")
+    assert inspect.signature(ZerogapLM).parameters["dtype"].default == "auto"
+    with pytest.raises(UserError, match="given twice"):
+        ZerogapLM(pretrained=str(tiny_dir), strategy="railcap:n=3", n=4)

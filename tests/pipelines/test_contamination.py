@@ -252,7 +252,7 @@ def test_split_is_seeded_and_disjoint():
     ({"learning_rate": -1.0}, "learning_rate"),
     ({"warmup_ratio": 1.0}, "warmup_ratio"),
     ({"global_batch": 30, "micro_batch": 4}, "global_batch"),
-    ({"precision": "fp8"}, "precision"),
+    ({"dtype": "fp8"}, "dtype"),
     ({"sweep_copies": (1, 1)}, "sweep_copies"),
     ({"leaked": 0}, "leaked"),
 ])

@@ -25,7 +25,7 @@ def built(tmp_path_factory):
         model=str(helpers.save_tiny(root / "base")), task="arith",
         task_options={"n_train": 40, "n_test": 4, "k": 1}, train_questions=2, leaked=2,
         lora_r=4, lora_alpha=8, global_batch=2, micro_batch=2, clean_epochs=1, epochs=1,
-        precision="fp32")
+        dtype="float32")
     build(config, root / "models")
     return root / "models"
 

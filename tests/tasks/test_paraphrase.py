@@ -176,7 +176,8 @@ def test_cli_reports_counts_and_rejects_bad_input(serve, tmp_path, monkeypatch, 
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"leaked": ["test-1", "test-3"], "unleaked": ["test-0"]}))
     out = tmp_path / "pq.jsonl"
-    argv = ["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--ids", str(split),
+    argv = ["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--split-file",
+            str(split),
             "--base-url", server.url, "--endpoint-model", "m",
             "--api-key-env", "ZG_TEST_KEY", "--quiet", "--out", str(out)]
     assert cli.main(argv) == 0
@@ -188,7 +189,7 @@ def test_cli_reports_counts_and_rejects_bad_input(serve, tmp_path, monkeypatch, 
     assert [r["id"] for r in rows] == ["test-1", "test-3"]
     assert all(r["original"] == originals[r["id"]] for r in rows)
 
-    code = cli.main(["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--ids",
+    code = cli.main(["paraphrase", "--task", "arith", "--task-option", "n_test=4", "--split-file",
                      str(split), "--out", str(tmp_path / "x.jsonl")])
     assert code == 2 and "give --model SPEC" in capsys.readouterr().err
     split.write_text(json.dumps({"leaked": ["test-9"]}))

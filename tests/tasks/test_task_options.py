@@ -40,8 +40,8 @@ def _argv(command, task, options, tmp_path):
                 "--quiet"]
     leaked = tmp_path / "leaked.txt"
     leaked.write_text("test-0\n")
-    return ["neurons", "--base", "embedded", "--contaminated", "embedded", "--uncontaminated",
-            "embedded", *task_args, "--leaked-ids", str(leaked), "--out", str(tmp_path / "n.json"),
+    return ["neurons", "--base", "embedded", "--contaminated", "embedded", "--clean",
+            "embedded", *task_args, "--split-file", str(leaked), "--out", str(tmp_path / "n.json"),
             "--quiet"]
 
 

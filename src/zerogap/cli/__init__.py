@@ -9,8 +9,8 @@ torch at module level, so ``zerogap score`` never loads it.
 Errors: zerogap's own (:class:`zerogap.errors.ZerogapError`) are the user's to fix and print as
 one line with exit code 2, a config field set on the command line named by the flag the user
 typed; anything else is a bug and keeps its traceback. ``--traceback`` shows the traceback of a
-user error as well. A mistyped option is argparse's "unrecognized arguments" in the usage of
-the command it was given to (:class:`zerogap.cli.flags.Parser`), exit code 2.
+user error as well. A mistyped command, option or choice is one line naming the command it
+was given to and the nearest known name, exit code 2 (:class:`zerogap.cli.flags.Parser`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from zerogap.cli.flags import add_config_arguments, add_out, add_quiet, given
+from zerogap.cli.flags import SWEEP_KEYS, add_config_arguments, add_out, add_quiet, add_sweep, given
 from zerogap.engine.base import EngineOptions
 from zerogap.pipelines.contamination_config import ContaminationConfig
 from zerogap.progress import progress_bars
@@ -29,29 +29,9 @@ EXAMPLES = """examples:
   zerogap contaminate --preset laptop --paraphrases pq.jsonl --out runs/laptop-pq  # PQ domain
 """
 
-_SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
 # Every field is a flag of its own but the sweep's two, which --sweep sets together.
 _FLAGS = tuple(f.name for f in dataclasses.fields(ContaminationConfig)
-               if f.name not in _SWEEP_KEYS.values())
-
-
-def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
-    key, sep, values = text.partition("=")
-    if not sep or key not in _SWEEP_KEYS:
-        raise argparse.ArgumentTypeError(f"expected epochs=V,V,... or copies=V,V,..., got {text!r}")
-    try:
-        return _SWEEP_KEYS[key], tuple(int(v) for v in values.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{key}: expected integers, got {values!r}") from None
-
-
-def add_sweep(parser, *, otherwise: str) -> None:
-    """``--sweep KEY=V,V,...``: contamination strengths, the two sweep fields of
-    :class:`~zerogap.pipelines.contamination_config.ContaminationConfig` in one flag."""
-    parser.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
-                        help="contamination strengths, one M_co per combination: epochs=1,2,5 "
-                             "copies=1,5,20 (evaluate builds those missing in --models; Table "
-                             f"3 reads across them) (default: {otherwise})")
+               if f.name not in SWEEP_KEYS.values())
 
 
 def register(subparsers) -> None:
@@ -64,7 +44,8 @@ def register(subparsers) -> None:
                     "the leaked questions mixed in. Resumable: rerun the same command.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_out(p)
+    add_out(p, "a folder: the clean and contaminated models, split.json, manifest.json; a rerun "
+               "resumes the build")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a named preset (default: none, the defaults below)")
     add_config_arguments(p, ContaminationConfig, _FLAGS, unset=True)

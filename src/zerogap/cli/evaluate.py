@@ -14,17 +14,21 @@ import threading
 import time
 from pathlib import Path
 
-from zerogap.cli.contaminate import add_sweep
 from zerogap.cli.flags import (
+    SCORING,
     TYPED,
     add_config_arguments,
+    add_dtype_argument,
+    add_engine_arguments,
     add_out,
     add_running_arguments,
+    add_scoring_options,
+    add_sweep,
+    engine_options,
     given,
+    scoring_changes,
     spelling,
 )
-from zerogap.cli.run import add_dtype_argument, add_engine_arguments, engine_options
-from zerogap.cli.score import SCORING, add_scoring_options, scoring_changes
 from zerogap.engine.base import DEFAULT_BACKEND, EngineOptions
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
@@ -40,9 +44,28 @@ EXAMPLES = """examples:
       --tensor-parallel-size 4 --dtype bfloat16
   zerogap evaluate --models runs/laptop --sweep epochs=1,2,5 copies=1,5,20 --out runs/strength
   zerogap evaluate study.toml --executor ray:address=auto --device cuda
-  zerogap report runs/study
-  zerogap demo
 """
+REPORT_EXAMPLES = """examples:
+  zerogap report runs/study                    # the tables, figures and report again
+  zerogap report runs/study --margin 0.03 --level 0.9
+"""
+DEMO_EXAMPLES = """examples:
+  zerogap demo                                 # into runs/demo
+  zerogap demo --questions 64 -m 4 --out runs/demo-small
+  zerogap demo --controls --ablation --out runs/demo-full
+  zerogap report runs/demo                     # its report again, with other scoring
+"""
+EVALUATE_DESCRIPTION = """Run a restoration study into a folder: sample the clean and the
+contaminated model under every strategy, score them and write the report (tables, figures, HTML
+and Markdown). The study comes from a TOML study file or from the flags (--clean,
+--contaminated, --task, or --models for contamination strengths); a rerun with the same --out
+resumes it."""
+REPORT_DESCRIPTION = """Rewrite the tables, figures and report of a study folder (zerogap
+evaluate --out or zerogap demo --out) from the runs it holds, with the study's scoring or the
+one the flags give. Samples nothing and loads no model."""
+DEMO_DESCRIPTION = """Build a clean and a contaminated model from the embedded model (LoRA
+fine-tunes on the arith task, minutes on a CPU) and run the restoration study on them: every
+strategy, with RailCap's control on the clean model. The first look at what zerogap measures."""
 
 # The study's fields the flags override (a study file's values otherwise).
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
@@ -57,11 +80,12 @@ REPORT_SCORING = tuple(name for name in SCORING if name != "paired_null")
 
 
 def register(subparsers) -> None:
-    from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS
+    from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS, demo_max_questions
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
-                              description=__doc__, epilog=EXAMPLES, formatter_class=fmt)
+                              description=EVALUATE_DESCRIPTION, epilog=EXAMPLES,
+                              formatter_class=fmt)
     p.add_argument("study", nargs="?", type=Path, help="TOML study file (instead of the flags)")
     g = p.add_argument_group("setting (without a study file: --clean, --contaminated, --task)")
     add_config_arguments(g, SettingSpec, SETTING_FLAGS, unset=True, defaults={"name": "setting"})
@@ -70,14 +94,16 @@ def register(subparsers) -> None:
     add_sweep(g, otherwise="those in --models")
     g = p.add_argument_group("study (override a study file's values)")
     add_config_arguments(g, StudySpec, STUDY_FLAGS, unset=True, note=STUDY_FILE_NOTE)
-    add_out(p, required=False, otherwise="the study file's out")
+    add_out(p, "a folder: runs, tables, figures, report; a rerun resumes the study",
+            required=False, otherwise="the study file's out")
     add_running_arguments(p)
     _add_workers_argument(p)
     add_engine_arguments(p)
     p.set_defaults(func=_evaluate)
 
     p = subparsers.add_parser("report", help="rewrite a study folder's tables, figures and report",
-                              epilog=EXAMPLES, formatter_class=fmt)
+                              description=REPORT_DESCRIPTION, epilog=REPORT_EXAMPLES,
+                              formatter_class=fmt)
     p.add_argument("folder", type=Path, help="a zerogap evaluate folder")
     # The report prints no paired lines (its findings fix their own test), so no --paired-null.
     add_scoring_options(p, REPORT_SCORING, note=", or the study's")
@@ -86,10 +112,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
                               "embedded model and evaluate every strategy on them (RailCap's "
                               "control on the clean model always runs)",
-                              epilog=EXAMPLES, formatter_class=fmt)
-    add_out(p, required=False, default=Path("runs/demo"))
+                              description=DEMO_DESCRIPTION, epilog=DEMO_EXAMPLES,
+                              formatter_class=fmt)
+    add_out(p, "a folder: the models and the study; a rerun resumes it", required=False,
+            default=Path("runs/demo"))
     p.add_argument("--questions", type=int, default=DEMO_QUESTIONS, metavar="N",
-                   help=f"questions, half leaked (default {DEMO_QUESTIONS}, sized for power)")
+                   help=f"questions, half leaked (>= 2 and <= {demo_max_questions()}) (default "
+                        f"{DEMO_QUESTIONS}, sized for power)")
     add_config_arguments(p, StudySpec, ("m",), defaults={"m": DEMO_M})
     add_config_arguments(p, StudySpec, ("all_controls", "ablation"), unset=True)
     add_dtype_argument(p)
@@ -101,9 +130,9 @@ def register(subparsers) -> None:
 def _add_workers_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="jobs run side by side, each with its share of the CPU threads and "
-                        "its own copy of the models (default: 2 on a CPU with two or more "
-                        "threads, else 1; vLLM: 1; on a Ray cluster: as many as its nodes "
-                        "hold)")
+                        "its own copy of the models (>= 1; 1 with vLLM) (default: 2 on a CPU "
+                        "with two or more threads, else 1; vLLM: 1; on a Ray cluster: as many "
+                        "as its nodes hold)")
 
 
 class ProgressLine:

@@ -16,6 +16,10 @@ lm-evaluation-harness has the concept the name is its (``--limit``, ``--seed``, 
 ``--batch-size``); outputs keep zerogap's short ``--out`` (a study file's ``out`` key) and take
 lm-eval's ``--output-path`` as another spelling.
 
+Command modules share flags through this module only (none imports another command's module):
+the engine's flags and the recorded dtype a run resumes in, the scoring flags, ``--sweep`` and
+the question ids a split file names are here.
+
 ``python -m zerogap.cli.reference flags`` prints the table; a test fails when docs/flags.md
 drifts from it.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import types
@@ -34,9 +39,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zerogap.config import SHARED, FieldError, bounds_text, parameters, show_value
+from zerogap.errors import UserError, did_you_mean
+from zerogap.io.files import read_text
 
-__all__ = ["DefaultsShown", "Parser", "add_config_arguments", "add_grading", "add_json",
-           "add_out", "add_running_arguments", "flag_table", "typed_message"]
+__all__ = ["DefaultsShown", "Parser", "add_config_arguments", "add_engine_arguments",
+           "add_grading", "add_json", "add_out", "add_running_arguments", "add_scoring_options",
+           "add_sweep", "engine_options", "flag_table", "questions_by_ids",
+           "typed_message"]
 
 # A help text's trailing "(default X)": the default a field's help states, which a generated
 # flag's help and the docs' table show as its default.
@@ -68,30 +77,66 @@ def with_defaults_shown(formatter: Any) -> Any:
     return type(f"DefaultsShown{formatter.__name__}", (DefaultsShown, formatter), {})
 
 
+# Spellings of earlier releases, refused for one release with a pointer to today's: the old
+# spelling, and the flag that replaced it (where the command takes that flag).
+RENAMED = {"--precision": "--dtype", "--uncontaminated": "--clean", "--leaked-ids": "--split-file",
+           "--ids": "--split-file"}
+
+# argparse's message for a word that is none of a command's choices (its subcommands, a flag's
+# choices), and that for a flag it does not know.
+_INVALID_CHOICE = re.compile(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose typos are its own: an option it does not know is named in its
-    own usage (argparse's "unrecognized arguments"), before any other complaint, so that
-    ``zerogap sample --modle X`` names ``--modle`` rather than the missing ``--model`` and
-    ``zerogap score --margn 3`` shows score's usage rather than the top-level one. Every
-    zerogap command's parser is one (a subcommand's parser takes its parent's class)."""
+    """An argument parser whose errors are one line: an option it does not know is named in
+    its own command (argparse's "unrecognized arguments"), before any other complaint, so that
+    ``zerogap sample --modle X`` names ``--modle`` rather than the missing ``--model``, with
+    the option it most resembles; a mistyped command or choice names the nearest one; a
+    spelling of an earlier release (:data:`RENAMED`) points to today's. No option is taken by
+    an abbreviation (a typo that abbreviates another flag would set it). Every zerogap
+    command's parser is one (a subcommand's parser takes its parent's class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """``PROG: error: MESSAGE`` on one line, and exit status 2 (argparse prints its usage
+        first; ``--help`` shows it)."""
+        choice = _INVALID_CHOICE.match(message)
+        if choice:
+            what, typed, known = choice.groups()
+            names = [name.strip("'") for name in known.split(", ")]
+            what = "command" if what in ("COMMAND", "ACTION") else what
+            message = (f"unknown {what} {typed!r}{did_you_mean(typed, names)}; choose from "
+                       f"{', '.join(names)}")
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):
         words = list(sys.argv[1:] if args is None else args)
         unknown = self._unknown_options(words)
         if unknown:
-            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+            self._refuse(unknown)
         namespace, extras = super().parse_known_args(words, namespace)
         if extras and not self._has_commands():
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            self._refuse(extras)
         return namespace, extras
+
+    def _refuse(self, unknown: list[str]) -> None:
+        """One line naming the first unknown option and what it most resembles."""
+        known = list(self._option_string_actions)
+        word = unknown[0]
+        if RENAMED.get(word) in known:
+            self.error(f"{word} is now {RENAMED[word]}")
+        hint = did_you_mean(word, known) if word.startswith("-") else ""
+        self.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
     def _has_commands(self) -> bool:
         return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
 
     def _unknown_options(self, words: list[str]) -> list[str]:
-        """The words that look like options of this parser but are none (nor an abbreviation
-        of one); with subcommands, only the words before the command's name are this
-        parser's."""
+        """The words that look like options of this parser but are none; with subcommands,
+        only the words before the command's name are this parser's."""
         commands = self._has_commands()
         unknown = []
         for word in words:
@@ -102,19 +147,16 @@ class Parser(argparse.ArgumentParser):
         return unknown
 
     def _is_option(self, word: str) -> bool | None:
-        """True for a known option (or one abbreviated, or a short one with its value
-        attached), False for an unknown one, None for a word that is no option (a value, a
-        negative number, text with a space)."""
+        """True for a known option (or a short one with its value attached), False for an
+        unknown one, None for a word that is no option (a value, a negative number, text with
+        a space)."""
         if not word.startswith("-") or word == "-" or " " in word:
             return None
         if self._negative_number_matcher.match(word) and not self._has_negative_number_optionals:
             return None
         name = word.split("=", 1)[0]
         known = self._option_string_actions
-        if name in known or (not word.startswith("--") and word[:2] in known):
-            return True
-        return self.allow_abbrev and name.startswith("--") and any(
-            option.startswith(name) for option in known)
+        return name in known or (not word.startswith("--") and word[:2] in known)
 
 
 class _RecordsFlag(argparse.Action):
@@ -215,7 +257,7 @@ def check_given(args: argparse.Namespace, config: type, names: Iterable[str]) ->
 
 def add_config_arguments(parser, config: type, names: Iterable[str], *,
                          defaults: Mapping[str, Any] | None = None, unset: bool = False,
-                         note: str = "") -> None:
+                         note: str = "", values: Mapping[str, str] | None = None) -> None:
     """One option per field of ``config`` in ``names``: spelled by :func:`spelling`, its help
     and bounds from the field's metadata, its type (and choices) from its annotation, its
     default shown.
@@ -228,6 +270,9 @@ def add_config_arguments(parser, config: type, names: Iterable[str], *,
     default is a required flag unless ``unset``. ``unset``: the option's value stays None (or
     absent under ``argument_default=SUPPRESS``) unless given, the config (or ``defaults``)
     supplying the default shown; ``note`` is added to that (``, or the study file's``).
+    ``values`` say, by field, what this command's flag takes (a field's ``values`` metadata
+    otherwise): the meaning stays the field's, worded once, the values the command's own
+    (``--split-file``: a split.json, or also a file of ids).
     """
     fields = {f.name: f for f in dataclasses.fields(config)}
     hints, declared_defaults = typing.get_type_hints(config), parameters(config)
@@ -258,7 +303,7 @@ def add_config_arguments(parser, config: type, names: Iterable[str], *,
         elif not unset:
             kwargs["default"] = list(default) if option_type is dict else default
         meaning, says = _split_default(meta.get("help", ""))
-        bounds = bounds_text(meta)
+        takes, bounds = (values or {}).get(name, meta.get("values", "")), bounds_text(meta)
         if required:
             shown = "required"
         elif says is not None:
@@ -267,9 +312,10 @@ def add_config_arguments(parser, config: type, names: Iterable[str], *,
             shown = "none"
         else:
             shown = _shown(default) + note
-        kwargs["help"] = _help(meaning, bounds, None if required else shown)
+        kwargs["help"] = _help(meaning, takes, bounds, None if required else shown)
         action = parser.add_argument(*spelled, **kwargs)
-        action.field, action.described = name, (meaning, bounds, shown)
+        action.field = name
+        action.described = (meaning, "; ".join(text for text in (takes, bounds) if text), shown)
         action.help = kwargs["help"]  # a switch appends its own "(default: ...)"; one is shown
 
 
@@ -279,26 +325,38 @@ def _split_default(text: str) -> tuple[str, str | None]:
     return (text, None) if said is None else (text[: said.start()], said.group(1))
 
 
-def _help(meaning: str, bounds: str, default: str | None) -> str:
-    """A flag's help line: its meaning, its bounds, its default (None: required)."""
-    return meaning + (f" ({bounds})" if bounds else "") + (
+def _help(meaning: str, takes: str, bounds: str, default: str | None) -> str:
+    """A flag's help line: its meaning, what it takes, its bounds, its default (None:
+    required)."""
+    return meaning + (f": {takes}" if takes else "") + (f" ({bounds})" if bounds else "") + (
         f" (default {default})" if default is not None else "")
+
+
+def described_argument(parser, *flags: str, meaning: str, values: str = "",
+                       shown: str | None = None, **kwargs: Any) -> argparse.Action:
+    """A flag that sets no config field, worded as a generated one: ``meaning`` (the same in
+    every command that takes it), ``values`` (what this command's flag takes) and ``shown``,
+    its default as help shows it (None: required, or nothing to show)."""
+    shown = None if kwargs.get("required") else shown
+    action = parser.add_argument(*flags, help=_help(meaning, values, "", shown), **kwargs)
+    action.described = (meaning, values, "required" if kwargs.get("required") else
+                        shown or "—")
+    return action
 
 
 # The options that set no config field, each worded once for every command that takes it.
 
-def add_out(parser, *, required: bool = True, default: Any = None,
+def add_out(parser, what: str, *, required: bool = True, default: Any = None,
             otherwise: str | None = None) -> None:
-    """``--out`` (also lm-eval's ``--output-path``): where the command writes its result;
-    ``otherwise`` says where it goes when neither required nor given nor defaulted."""
+    """``--out`` (also lm-eval's ``--output-path``): where the command writes its result,
+    ``what`` (this command's: a run directory, a folder, a file); ``otherwise`` says where it
+    goes when neither required nor given nor defaulted."""
     kwargs = {"default": default} if default is not None else {}
-    parser.add_argument("--out", "--output-path", dest="out", type=Path, required=required,
-                        metavar="PATH",
-                        help="where the command writes its result: a run directory (sample, "
-                             "greedy), a folder (evaluate, demo, contaminate) or a file "
-                             "(import, neurons, paraphrase); a rerun with the same --out "
-                             "resumes what was cut short"
-                             + (f" (default: {otherwise})" if otherwise else ""), **kwargs)
+    shown = otherwise if otherwise else None if default is None else show_value(default)
+    described_argument(parser, "--out", "--output-path", dest="out", type=Path,
+                       required=required, metavar="PATH",
+                       meaning="where the command writes its result", values=what,
+                       shown=shown, **kwargs)
 
 
 def field_help(config: type, name: str) -> str:
@@ -315,17 +373,19 @@ def add_model(parser, *, required: bool) -> None:
 
 
 def add_limit(parser) -> None:
-    """``--limit N``: a study setting's ``limit`` field, whose rule every command shares."""
+    """``--limit N``: a study setting's ``limit`` field, whose rule every command shares (for a
+    command without a split file, without its words on one)."""
     from zerogap.study.spec import SettingSpec
 
-    add_config_arguments(parser, SettingSpec, ("limit",))
+    add_config_arguments(parser, SettingSpec, ("limit",), values={"limit": ""})
 
 
 def add_strategy_arguments(parser) -> None:
     """``--strategy NAME`` and its ``--set KEY=VALUE`` settings (typed by the strategy's
     config)."""
-    parser.add_argument("--strategy", default="identity", metavar="NAME",
-                        help="registered strategy name ('zerogap strategy list')")
+    parser.add_argument("--strategy", default="identity", metavar="NAME[:KEY=VALUE,...]",
+                        help="registered strategy name ('zerogap strategy list'), its settings "
+                             "after a colon as in a study's strategies (railcap:n=3,mode=ban)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         dest="settings",
                         help="strategy setting, converted by its declared type ('zerogap "
@@ -371,6 +431,133 @@ def add_markdown(parser) -> None:
     parser.add_argument("--markdown", action="store_true",
                         help="a Markdown table of every option and default instead (the "
                              "README's)")
+
+
+# The engine's flags: the weight dtype (resumed as recorded) and vLLM's sizes.
+
+# What --dtype is when not given: a folder that holds runs resumes in the dtype they record.
+DTYPE_DEFAULT = "the dtype the folder's runs record, else auto"
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
+    (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
+    (:func:`zerogap.runs.resume_dtype` resolves it)."""
+    from zerogap.engine.base import EngineOptions
+
+    add_dtype_argument(p)
+    add_config_arguments(p, EngineOptions, ("tensor_parallel_size", "pipeline_parallel_size",
+                                            "vllm_options"))
+
+
+def add_dtype_argument(p: argparse.ArgumentParser) -> None:
+    """``--dtype``: None unless given, shown as :data:`DTYPE_DEFAULT`."""
+    from zerogap.engine.base import EngineOptions
+
+    add_config_arguments(p, EngineOptions, ("dtype",), unset=True,
+                         defaults={"dtype": DTYPE_DEFAULT})
+
+
+def engine_options(args, dtype: str | None = None):
+    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
+    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
+    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
+    parse."""
+    from typing import cast
+
+    from zerogap.config import parse_pairs
+    from zerogap.engine.base import EngineOptions, WeightDtype
+
+    options = {}
+    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return EngineOptions(device=args.device,
+                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
+                         max_batch=args.batch_size,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size,
+                         vllm_options=options)
+
+
+# The scoring flags (``score``, ``report`` and ``evaluate``).
+
+SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
+
+
+def add_scoring_options(p, names=SCORING, *, note: str = "") -> None:
+    """Flags of :class:`~zerogap.analysis.score.ScoreSettings`'s fields in ``names``
+    (``score``, ``report`` and ``evaluate``), unset unless given."""
+    from zerogap.analysis.score import ScoreSettings
+
+    add_config_arguments(p, ScoreSettings, names, unset=True, note=note)
+
+
+def scoring_changes(args, names=SCORING) -> dict:
+    """The scoring settings the flags set (unset flags keep the defaults or what a study
+    recorded)."""
+    from zerogap.analysis.score import ScoreSettings
+
+    return given(args, ScoreSettings, names)
+
+
+# Contamination strengths (``contaminate`` and ``evaluate``).
+
+# ``--sweep``'s keys and the config fields they set.
+SWEEP_KEYS = {"epochs": "sweep_epochs", "copies": "sweep_copies"}
+
+
+def sweep_item(text: str) -> tuple[str, tuple[int, ...]]:
+    """One ``--sweep`` word, ``epochs=1,2,5``, as ``(config field, values)``."""
+    key, sep, values = text.partition("=")
+    if not sep or key not in SWEEP_KEYS:
+        raise argparse.ArgumentTypeError(f"expected epochs=V,V,... or copies=V,V,..., got {text!r}")
+    try:
+        return SWEEP_KEYS[key], tuple(int(v) for v in values.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{key}: expected integers, got {values!r}") from None
+
+
+def add_sweep(parser, *, otherwise: str) -> None:
+    """``--sweep KEY=V,V,...``: contamination strengths, the two sweep fields of
+    :class:`~zerogap.pipelines.contamination_config.ContaminationConfig` in one flag."""
+    parser.add_argument("--sweep", nargs="+", type=sweep_item, metavar="KEY=V,V,...",
+                        help="contamination strengths, one M_co per combination: epochs=1,2,5 "
+                             "copies=1,5,20 (evaluate builds those missing in --models; Table "
+                             f"3 reads across them) (default: {otherwise})")
+
+
+# Question ids from a split file (``neurons`` and ``paraphrase``).
+
+def read_ids(path: Path, key: str = "leaked") -> list[str]:
+    """Question ids from a ``split.json`` (its ``key`` list) or a file of ids, one a line."""
+    text = read_text(path)
+    if path.suffix == ".json":
+        try:
+            ids = json.loads(text)[key]
+        except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
+            raise UserError(f"{path}: expected a split.json with a {key!r} list") from None
+    else:
+        ids = [line.strip() for line in text.splitlines() if line.strip()]
+    if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
+        raise UserError(f"{path}: no question ids")
+    return ids
+
+
+def questions_by_ids(path: Path, questions: list, split: str, task: str,
+                     key: str = "leaked") -> list:
+    """The questions :func:`read_ids` names in ``path`` (a split.json's ``key`` list), in its
+    order; one line naming the first id that is not among ``questions`` (split ``split`` of
+    ``task``)."""
+    by_id = {q.id: q for q in questions}
+    wanted = read_ids(path, key)
+    unknown = [q for q in wanted if q not in by_id]
+    if unknown:
+        raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "
+                        f"{unknown[0]!r})")
+    return [by_id[q] for q in wanted]
 
 
 def _commands(parser: argparse.ArgumentParser, name: str = "zerogap"):

@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("log", help="samples_<task>_<date>.jsonl written with --log_samples, or the "
                                "--output_path folder holding it")
-    add_out(p)
+    add_out(p, "a per-question counts file")
     add_grading(p)
     p.set_defaults(func=run)
 

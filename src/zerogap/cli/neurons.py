@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -12,20 +13,23 @@ from zerogap.cli.flags import (
     add_out,
     add_running_arguments,
     check_given,
+    questions_by_ids,
 )
-from zerogap.cli.paraphrase import questions_by_ids
 from zerogap.errors import UserError
 from zerogap.io.files import read_text
 from zerogap.progress import progress_bars
 from zerogap.study.calibration import split_questions
 
 EXAMPLES = """examples:
-  zerogap neurons --base embedded --contaminated con/ --uncontaminated un/ --task gsm8k \\
-      --leaked-ids split.json --calibration-size 100 --out neurons.json
+  zerogap neurons --base embedded --contaminated con/ --clean cl/ --task gsm8k \\
+      --split-file split.json --calibration-size 100 --out neurons.json
   zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
       --set base=embedded --out runs/con-shortcut
 """
 
+# What neurons' --split-file takes.
+SPLIT_OR_IDS = ("a split.json, whose unleaked list is the other side, or a file of leaked ids, "
+                "one per line, the split's other questions the other side")
 # The search's sizes, declared (and worded) once with a study's.
 SEARCH = ("calibration_size", "neuron_block", "neuron_candidates")
 
@@ -39,19 +43,13 @@ def register(subparsers) -> None:
     from zerogap.engine.base import SamplingSpec
     from zerogap.study.spec import SettingSpec, StudySpec
 
-    add_config_arguments(p, SettingSpec, ("base", "contaminated"))
-    p.add_argument("--uncontaminated", required=True, metavar="MODEL",
-                   help="a fine-tune of the base that never saw the leaked questions (a model "
-                        "spec; a study uses its clean model)")
-    add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
-    p.add_argument("--leaked-ids", required=True, type=Path, metavar="FILE",
-                   help="the leaked questions: a split.json (its leaked list; its unleaked "
-                        "list is the other side) or a file of ids, one per line (the split's "
-                        "other questions are the other side)")
-    add_config_arguments(p, SettingSpec, ("limit",))
+    add_config_arguments(p, SettingSpec, ("base", "contaminated", "clean", "task",
+                                          "task_options", "task_split", "split_file", "limit"),
+                         defaults={"split_file": inspect.Parameter.empty},
+                         values={"split_file": SPLIT_OR_IDS})
     add_config_arguments(p, StudySpec, SEARCH)
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
-    add_out(p)
+    add_out(p, "a JSON file: the neurons ranked; a rerun resumes the location")
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_neurons)
 
@@ -80,14 +78,14 @@ def _neurons(args) -> int:
 
     check_given(args, StudySpec, SEARCH)
     check_given(args, SamplingSpec, ("max_new_tokens",))
-    check_output(args.out, "--out", inputs=[args.leaked_ids])
+    split_file = Path(args.split_file)
+    check_output(args.out, "--out", inputs=[split_file])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    leaked_ids = [q.id for q in questions_by_ids(args.leaked_ids, questions, args.split,
-                                                  args.task)]
-    unleaked = _unleaked(args.leaked_ids, questions, set(leaked_ids), args.split, args.task)
+    leaked_ids = [q.id for q in questions_by_ids(split_file, questions, args.split, args.task)]
+    unleaked = _unleaked(split_file, questions, set(leaked_ids), args.split, args.task)
     if not unleaked:
-        raise UserError(f"--leaked-ids {args.leaked_ids}: every question of split "
+        raise UserError(f"--split-file {split_file}: every question of split "
                         f"{args.split!r} is leaked; none is left to calibrate against")
     try:
         chosen = split_questions(leaked_ids, unleaked, limit=args.limit,
@@ -104,8 +102,10 @@ def _neurons(args) -> int:
     from zerogap.pipelines.neurons import Journal, journal_path, locate_neurons, nearest_block_size
 
     check_device(args.device)
-    for role in ("base", "contaminated", "uncontaminated"):  # all three before the first loads
-        check_model_spec(getattr(args, role))
+    # The models by the role the ranking records them in (the clean model as "uncontaminated").
+    specs = {"base": args.base, "contaminated": args.contaminated, "uncontaminated": args.clean}
+    for spec in specs.values():  # all three before the first loads
+        check_model_spec(spec)
     setup = {"task": task.name, "task_config": task.config(), "split": args.split,
              "leaked_ids": [q.id for q in leaked], "calibration_ids": [q.id for q in calibration]}
     kept = journal_path(args.out)
@@ -117,8 +117,7 @@ def _neurons(args) -> int:
                              "max_new_tokens": args.max_new_tokens})
     if resumed:
         print(f"resuming from {kept} ({len(journal)} question results kept)", file=sys.stderr)
-    models = {role: load_model(getattr(args, role), device=args.device)
-              for role in ("base", "contaminated", "uncontaminated")}
+    models = {role: load_model(spec, device=args.device) for role, spec in specs.items()}
     journal.check_models({role: m.fingerprint for role, m in models.items()})
     _, width = mlp_width(models["contaminated"].model)
     block = nearest_block_size(width, args.neuron_block or width)

@@ -1,5 +1,6 @@
 """Where a command's JSON record goes: a file, written whole or not at all, or ``-`` for
-standard output (then the command's table, if it has one, goes to standard error)."""
+standard output (then the command's table, if it has one, goes to standard error); and the
+warning every command that shows responses gives when most were cut at the token limit."""
 
 from __future__ import annotations
 
@@ -30,3 +31,9 @@ def emit_json(destination: Path | str, record: Any) -> None:
     with atomic_write(destination) as handle:
         handle.write(text)
     print(f"wrote {destination}", file=sys.stderr)
+
+
+def truncation_warning(cut: int, total: int) -> str:
+    """The line said wherever most responses were cut at the token limit."""
+    return (f"{cut} of {total} responses were cut at the token limit and graded on what they "
+            "wrote so far; raise --max-new-tokens")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -14,16 +13,18 @@ from zerogap.cli.flags import (
     add_out,
     add_running_arguments,
     check_given,
+    questions_by_ids,
 )
 from zerogap.errors import UserError
-from zerogap.io.files import check_output, read_text
+from zerogap.io.files import check_output
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
-  zerogap paraphrase --task arith --ids runs/laptop/split.json --model embedded \\
+  zerogap paraphrase --task arith --split-file runs/laptop/split.json --model embedded \\
       --out runs/pq.jsonl
   export DEEPSEEK_API_KEY=...
-  zerogap paraphrase --task gsm8k --task-option path=data/gsm8k --ids runs/llama2/split.json \\
+  zerogap paraphrase --task gsm8k --task-option path=data/gsm8k \\
+      --split-file runs/llama2/split.json \\
       --base-url https://api.deepseek.com/v1 --endpoint-model deepseek-chat \\
       --api-key-env DEEPSEEK_API_KEY --out runs/gsm8k-pq.jsonl
   zerogap contaminate ... --paraphrases runs/gsm8k-pq.jsonl --out runs/llama2-pq
@@ -48,9 +49,10 @@ def register(subparsers) -> None:
     from zerogap.study.spec import SettingSpec
 
     add_config_arguments(p, SettingSpec, ("task", "task_options", "task_split"))
-    p.add_argument("--ids", type=Path, default=None, metavar="FILE",
-                   help="only these questions: a contaminate split.json (its leaked ids) or a "
-                        "file of ids, one per line (default: the whole split)")
+    add_config_arguments(p, SettingSpec, ("split_file",), unset=True,
+                         defaults={"split_file": "the whole split"},
+                         values={"split_file": "only its leaked questions: a split.json or a "
+                                               "file of ids, one per line"})
     add_limit(p)
     g = p.add_argument_group("rewriter: a local model (--model) or an OpenAI-compatible "
                              "endpoint (--base-url), one of them")
@@ -72,38 +74,9 @@ def register(subparsers) -> None:
                    help="tries per question before flagging")
     p.add_argument("--max-overlap", type=float, default=DEFAULT_MAX_OVERLAP, metavar="X",
                    help="most of the original's word bigrams a rewrite may keep, in [0, 1)")
-    add_out(p)
+    add_out(p, "a JSONL file of rewrites; a rerun resumes it")
     add_running_arguments(p, batch=False)
     p.set_defaults(func=_paraphrase)
-
-
-def read_ids(path: Path, key: str = "leaked") -> list[str]:
-    """Question ids from a ``split.json`` (its ``key`` list) or a file of ids, one a line."""
-    text = read_text(path)
-    if path.suffix == ".json":
-        try:
-            ids = json.loads(text)[key]
-        except (ValueError, KeyError, TypeError, RecursionError):  # not JSON, no list
-            raise UserError(f"{path}: expected a split.json with a {key!r} list") from None
-    else:
-        ids = [line.strip() for line in text.splitlines() if line.strip()]
-    if not isinstance(ids, list) or not ids or not all(isinstance(q, str) for q in ids):
-        raise UserError(f"{path}: no question ids")
-    return ids
-
-
-def questions_by_ids(path: Path, questions: list, split: str, task: str,
-                     key: str = "leaked") -> list:
-    """The questions :func:`read_ids` names in ``path`` (a split.json's ``key`` list), in its
-    order; one line naming the first id that is not among ``questions`` (split ``split`` of
-    ``task``)."""
-    by_id = {q.id: q for q in questions}
-    wanted = read_ids(path, key)
-    unknown = [q for q in wanted if q not in by_id]
-    if unknown:
-        raise UserError(f"{path}: {len(unknown)} ids not in split {split!r} of {task} (first: "
-                        f"{unknown[0]!r})")
-    return [by_id[q] for q in wanted]
 
 
 def _paraphrase(args) -> int:
@@ -126,11 +99,12 @@ def _paraphrase(args) -> int:
     if args.concurrent < 1 or not args.timeout > 0:
         raise UserError(f"--concurrent must be at least 1 and --timeout above 0, got "
                         f"{args.concurrent} and {args.timeout}")
-    check_output(args.out, "--out", inputs=[] if args.ids is None else [args.ids])
+    ids = None if args.split_file is None else Path(args.split_file)
+    check_output(args.out, "--out", inputs=[] if ids is None else [ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
-    if args.ids is not None:
-        questions = questions_by_ids(args.ids, questions, args.split, args.task)
+    if ids is not None:
+        questions = questions_by_ids(ids, questions, args.split, args.task)
     if args.limit is not None:
         if args.limit < 1:
             raise UserError(f"--limit must be at least 1, got {args.limit}")

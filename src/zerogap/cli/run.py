@@ -10,29 +10,35 @@ from pathlib import Path
 
 from zerogap.cli.flags import (
     add_config_arguments,
+    add_engine_arguments,
     add_json,
     add_out,
     add_running_arguments,
     add_strategy_arguments,
+    engine_options,
 )
 from zerogap.errors import UserError
 from zerogap.progress import progress_bars
 
-EXAMPLES = """examples:
+SAMPLE_EXAMPLES = """examples:
   zerogap sample --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
       -m 50 -T 0.7 --out runs/base
-  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
-      --out runs/base
-  zerogap sample --model con/ --task gsm8k --strategy railcap --set n=4 --set mode=cap \\
+  zerogap sample --model con/ --task gsm8k --strategy railcap:n=4,mode=cap \\
       --greedy-dir runs/con-greedy --out runs/con-railcap
   zerogap sample --model con/ --task gsm8k --strategy shortcut --set neurons=neurons.json \\
       --set base=embedded --out runs/con-shortcut
-  zerogap runs show runs/base [--json [OUT]]
-  zerogap runs export runs/base --counts base.jsonl
+  zerogap runs export runs/base --counts base.jsonl    # zerogap score's input
 """
-
-# What --dtype is when not given: a folder that holds runs resumes in the dtype they record.
-DTYPE_DEFAULT = "the dtype the folder's runs record, else auto"
+GREEDY_EXAMPLES = """examples:
+  zerogap greedy --model embedded --task gsm8k --task-option path=data/gsm8k --limit 20 \\
+      --out runs/base-greedy
+  zerogap greedy --model con/ --task arith --max-new-tokens 128 --out runs/con-greedy
+"""
+RUNS_EXAMPLES = """examples:
+  zerogap runs show runs/base
+  zerogap runs show runs/base --json summary.json
+  zerogap runs export runs/base --counts base.jsonl --jsonl samples.jsonl
+"""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -46,35 +52,20 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_config_arguments(p, SamplingSpec, ("max_new_tokens",))
     add_strategy_arguments(p)
     add_config_arguments(p, SettingSpec, ("chat_template", "system_instruction"))
-    add_out(p)
+    add_out(p, "a run directory; a rerun resumes it")
     add_running_arguments(p)
     add_config_arguments(p, StudySpec, ("backend",))
     add_engine_arguments(p)
 
 
-def add_engine_arguments(p: argparse.ArgumentParser) -> None:
-    """The weight dtype and vLLM's flags, from :class:`~zerogap.engine.base.EngineOptions`
-    (``zerogap sample``, ``greedy`` and ``evaluate``); ``--dtype`` stays None unless given
-    (:func:`zerogap.runs.resume_dtype` resolves it)."""
-    from zerogap.engine.base import EngineOptions
-
-    add_dtype_argument(p)
-    add_config_arguments(p, EngineOptions, ("tensor_parallel_size", "pipeline_parallel_size",
-                                            "vllm_options"))
-
-
-def add_dtype_argument(p: argparse.ArgumentParser) -> None:
-    """``--dtype``: None unless given, shown as :data:`DTYPE_DEFAULT`."""
-    from zerogap.engine.base import EngineOptions
-
-    add_config_arguments(p, EngineOptions, ("dtype",), unset=True,
-                         defaults={"dtype": DTYPE_DEFAULT})
-
-
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("sample", help="sample m responses per question into a run dir",
-                              epilog=EXAMPLES, formatter_class=fmt)
+                              description="Sample m responses per question of a task from one "
+                                          "model under one strategy into a run directory, "
+                                          "graded as they come; a rerun with the same --out "
+                                          "resumes it.",
+                              epilog=SAMPLE_EXAMPLES, formatter_class=fmt)
     _add_common(p)
     from zerogap.engine.base import SamplingSpec
 
@@ -85,12 +76,19 @@ def register(subparsers) -> None:
     p.set_defaults(func=_sample)
 
     p = subparsers.add_parser("greedy", help="greedy decodes (with entropies) into a run dir",
-                              epilog=EXAMPLES, formatter_class=fmt)
+                              description="Decode every question of a task greedily, once, "
+                                          "with each token's entropy, into a run directory: "
+                                          "the trajectories RailCap, TED and LNE-blocking "
+                                          "read (zerogap sample --greedy-dir).",
+                              epilog=GREEDY_EXAMPLES, formatter_class=fmt)
     _add_common(p)
     p.set_defaults(func=_greedy)
 
-    p = subparsers.add_parser("runs", help="inspect or export a run dir", epilog=EXAMPLES,
-                              formatter_class=fmt)
+    p = subparsers.add_parser("runs", help="inspect or export a run dir",
+                              description="Inspect a run directory (its settings, counts and "
+                                          "the responses cut at the token limit) or export "
+                                          "its samples and per-question counts.",
+                              epilog=RUNS_EXAMPLES, formatter_class=fmt)
     sub = p.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     show = sub.add_parser("show", help="summarise a run dir: every setting it holds, its "
                                        "counts and the responses cut at the token limit")
@@ -106,30 +104,6 @@ def register(subparsers) -> None:
     export.add_argument("--parquet", type=Path, metavar="FILE",
                         help="every sample as Parquet (default: none)")
     export.set_defaults(func=_export)
-
-
-def engine_options(args, dtype: str | None = None):
-    """The :class:`~zerogap.engine.base.EngineOptions` the flags ask for, ``dtype`` (default:
-    ``--dtype``, else auto) as the weights' dtype; checked on this machine once, when the run
-    or study that uses them is prepared. ``--vllm-option`` values read as JSON when they
-    parse."""
-    from typing import cast
-
-    from zerogap.config import parse_pairs
-    from zerogap.engine.base import EngineOptions, WeightDtype
-
-    options = {}
-    for key, text in parse_pairs("--vllm-option", args.vllm_option).items():
-        try:
-            options[key] = json.loads(text)
-        except json.JSONDecodeError:
-            options[key] = text
-    return EngineOptions(device=args.device,
-                         dtype=cast(WeightDtype, dtype or args.dtype or "auto"),
-                         max_batch=args.batch_size,
-                         tensor_parallel_size=args.tensor_parallel_size,
-                         pipeline_parallel_size=args.pipeline_parallel_size,
-                         vllm_options=options)
 
 
 def _spec(args):
@@ -154,12 +128,12 @@ def _prepare(args):
     from zerogap.config import parse_pairs
     from zerogap.runs import RunRequest, build_strategy, first_questions, prepare, resume_dtype
     from zerogap.store import RunStore, check_store_dir
-    from zerogap.strategies import parse_overrides
+    from zerogap.strategies import parse_overrides, split_label
     from zerogap.tasks import task_from_strings
     from zerogap.tasks.chat import read_template
 
-    strategy = build_strategy(args.strategy, parse_overrides(args.strategy, args.settings),
-                              args.backend)
+    name, pairs = split_label(args.strategy)
+    strategy = build_strategy(name, parse_overrides(name, pairs + args.settings), args.backend)
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = first_questions(task.questions(args.split), args.limit)
     chat = (read_template(args.chat_template), args.system_instruction)
@@ -216,7 +190,7 @@ def _greedy(args) -> int:
 def say_truncation(command: str, what: str, truncation: tuple[int, int], limit: int) -> None:
     """How many of the stored ``what`` hit the token limit ``limit``, and a warning when most
     did (their answers are graded on what fits)."""
-    from zerogap.cli.score import truncation_warning
+    from zerogap.cli.output import truncation_warning
 
     cut, total = truncation
     print(f"{cut} of {total} stored {what} cut at the token limit (--max-new-tokens {limit})")
@@ -261,8 +235,7 @@ def run_summary(config: dict, counts: list[dict], greedy: dict,
 
 
 def _show(args) -> int:
-    from zerogap.cli.output import STDOUT, emit_json, json_destination
-    from zerogap.cli.score import truncation_warning
+    from zerogap.cli.output import STDOUT, emit_json, json_destination, truncation_warning
     from zerogap.readout import run_counts
     from zerogap.store import RunStore
 

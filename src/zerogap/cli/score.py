@@ -3,8 +3,7 @@
 Reads per-question outcome files (:mod:`zerogap.io.counts`) or run directories, prints one
 table with intervals, the finite-sample noise floor, a restoration verdict per strategy and
 paired tests against the best strategy, and optionally writes everything as JSON with each
-input's provenance. The numbers
-come from :func:`zerogap.analysis.score.score`; this module only renders them.
+input's provenance.
 """
 
 from __future__ import annotations
@@ -17,26 +16,40 @@ from dataclasses import replace
 import numpy as np
 
 from zerogap.analysis.score import Scorecard, ScoreSettings, load_input, score
-from zerogap.cli.flags import add_config_arguments, add_grading, add_json, field_help, given
-from zerogap.cli.output import STDOUT, emit_json, json_destination
+from zerogap.cli.flags import (
+    add_grading,
+    add_json,
+    add_scoring_options,
+    described_argument,
+    field_help,
+    scoring_changes,
+)
+from zerogap.cli.output import STDOUT, emit_json, json_destination, truncation_warning
 from zerogap.config import parse_pairs
 from zerogap.metrics import METRIC_LABELS, METRIC_NAMES
 from zerogap.tasks.extract import check_mode
 
+DESCRIPTION = """Score mitigation strategies against a clean model: each strategy's per-question
+outcomes on the contaminated model against the clean model's, as SA-PPG and its family with
+intervals, the finite-sample noise floor, a restoration verdict per strategy and paired tests
+against the best one. Reads counts files, run directories and lm-eval sample logs; loads no
+model."""
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "score",
         help="score mitigation strategies against a clean run (SA-PPG and family, with CIs)",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  zerogap score --clean clean.jsonl --mitigated railcap=rc.jsonl "
         "--mitigated identity=id.jsonl --json scores.json",
     )
     from zerogap.study.spec import SettingSpec
 
-    p.add_argument("--clean", required=True, metavar="FILE|RUN_DIR",
-                   help=field_help(SettingSpec, "clean"))
+    described_argument(p, "--clean", required=True, metavar="FILE|RUN_DIR",
+                       meaning=field_help(SettingSpec, "clean"),
+                       values="its per-question outcomes, as a counts file, a run directory or an "
+                              "lm-eval samples log")
     p.add_argument(
         "--mitigated",
         required=True,
@@ -48,21 +61,6 @@ def register(subparsers) -> None:
     add_json(p)
     add_grading(p)
     p.set_defaults(func=run)
-
-
-SCORING = ("bins", "resamples", "level", "noise_sims", "seed", "margin", "paired_null")
-
-
-def add_scoring_options(p, names=SCORING, *, note: str = "") -> None:
-    """Flags of :class:`ScoreSettings`'s fields in ``names`` (``score``, ``report`` and
-    ``evaluate``), unset unless given."""
-    add_config_arguments(p, ScoreSettings, names, unset=True, note=note)
-
-
-def scoring_changes(args, names=SCORING) -> dict:
-    """The scoring settings the flags set (unset flags keep the defaults or what a study
-    recorded)."""
-    return given(args, ScoreSettings, names)
 
 
 def _fmt_m(samples: np.ndarray) -> str:
@@ -113,12 +111,6 @@ def truncation_lines(truncation: dict[str, tuple[int, int]]) -> list[str]:
     lines += [f"warning: {name}: {truncation_warning(cut, total)}"
               for name, (cut, total) in truncation.items() if cut * 2 > total]
     return lines
-
-
-def truncation_warning(cut: int, total: int) -> str:
-    """The line said wherever most responses were cut at the token limit."""
-    return (f"{cut} of {total} responses were cut at the token limit and graded on what they "
-            "wrote so far; raise --max-new-tokens")
 
 
 def render_comparison(c) -> str:

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
 
 def _list(args) -> int:
-    from zerogap.strategies import get_strategy, strategy_class, strategy_names
+    from zerogap.strategies import get_strategy, strategy_names, strategy_summary
 
     if args.markdown:
         from zerogap.config import markdown_table
@@ -41,7 +41,7 @@ def _list(args) -> int:
         print(markdown_table("strategy", entries), end="")
         return 0
     for name in strategy_names():
-        print(f"{name:14} {_summary(strategy_class(name))}")
+        print(f"{name:14} {strategy_summary(name)}")
     return 0
 
 
@@ -49,7 +49,7 @@ def _show(args) -> int:
     import dataclasses
 
     from zerogap.config import describe
-    from zerogap.strategies import get_strategy
+    from zerogap.strategies import get_strategy, strategy_summary
 
     strategy = get_strategy(args.name)
     needs = [what for what, flag in (
@@ -57,18 +57,19 @@ def _show(args) -> int:
         ("greedy entropies", strategy.needs_entropy),
         ("a located neuron list and the model it patches from", strategy.needs_neurons),
     ) if flag]
-    print(f"# strategy {args.name}: {_summary(type(strategy))}")
+    print(f"# strategy {args.name}: {strategy_summary(args.name)}")
     print(f"# readout {strategy.readout}; needs {', '.join(needs) or 'nothing prepared'}; "
           f"backend capabilities: {', '.join(strategy.requires) or 'none'}")
     if strategy.task_setting_records:
         print(f"# a study sets from its task where not given: "
               f"{', '.join(strategy.task_setting_records)}")
-    print("# settings (--set KEY=VALUE), with this strategy's defaults:")
     defaults = dataclasses.asdict(strategy.config)  # every field (a record may omit defaults)
+    if not defaults:
+        print("# settings: none")
+        return 0
+    print(f"# settings ({args.name}:KEY=VALUE or --set KEY=VALUE), with this strategy's "
+          "defaults:")
     for line, key in zip(describe(type(strategy.config)), defaults, strict=True):
         print(f"{line}  [{args.name}: {defaults[key]!r}]")
     return 0
 
-
-def _summary(cls: type) -> str:
-    return (cls.__doc__ or "").strip().splitlines()[0]

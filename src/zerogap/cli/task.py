@@ -34,7 +34,8 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="names of the registered tasks and grading modes")
+    listing = actions.add_parser("list", help="the registered tasks, each in a line, and the "
+                                              "grading modes")
     add_markdown(listing)
     listing.set_defaults(func=_list)
     show = actions.add_parser("show", help="the full prompt and gold answer of one question")
@@ -84,8 +85,10 @@ def _list(args) -> int:
         print(markdown_table("task", [(n, task_config_class(n), {}) for n in task_names()]),
               end="")
         return 0
+    from zerogap.tasks import task_summary
+
     for name in task_names():
-        print(name)
+        print(f"{name:12} {task_summary(name)}")
     print(f"grading modes: {', '.join(modes())}")
     return 0
 

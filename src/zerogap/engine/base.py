@@ -87,9 +87,7 @@ class EngineOptions(JsonConfig):
 
     device: str | None = field(default=None, metadata={
         "help": "torch device, e.g. cpu or cuda:1 (default: cuda if present, else cpu)"})
-    dtype: WeightDtype = field(default="float32", metadata={
-        "help": "weight dtype; auto: bfloat16 where the device computes it natively (a CPU "
-                "with AMX-BF16 or AVX512-BF16, a GPU), else float32"})
+    dtype: WeightDtype = shared_field("dtype", default="float32")
     max_batch: int | None = field(default=None, metadata={
         "help": "most rows decoded together (default: sized from free memory)", "min": 1,
         "flag": "--batch-size", "metavar": "N"})

@@ -47,7 +47,7 @@ from zerogap.errors import DataError, StoreError, UserError
 from zerogap.io.files import check_output_folder
 from zerogap.io.jsonlines import read_jsonl
 from zerogap.models import check_model_spec
-from zerogap.pipelines.contamination_config import ContaminationConfig, Example
+from zerogap.pipelines.contamination_config import ContaminationConfig, Example, upgraded
 from zerogap.pipelines.general_data import general_items
 from zerogap.pipelines.lora_training import (
     barrier,
@@ -278,7 +278,7 @@ def differing_fields(config: ContaminationConfig, recorded: dict, *,
     >>> differing_fields(c, recorded), differing_fields(c, {**recorded, "epochs": 9})
     ([], ['epochs'])
     """
-    ours = json.loads(config.to_json())
+    ours, recorded = json.loads(config.to_json()), upgraded(recorded)
     return [f.name for f in fields(ContaminationConfig)
             if f.name not in ignore and ours[f.name] != recorded.get(f.name)]
 

@@ -8,15 +8,32 @@ the recipe that calls it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from zerogap.config import JsonConfig, shared_field
+from zerogap.engine.base import WeightDtype
 from zerogap.errors import UserError
 from zerogap.models import EMBEDDED
 
-Precision = Literal["auto", "bf16", "fp32"]
+# Manifests written before the training dtype was ``dtype`` hold ``precision``, in these words.
+_PRECISION_WORDS = {"auto": "auto", "bf16": "bfloat16", "fp32": "float32"}
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+
+
+def upgraded(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest's ``config`` in today's fields: an earlier release's ``precision`` (``bf16``,
+    ``fp32``, ``auto``) as ``dtype``.
+
+    >>> upgraded({"precision": "bf16", "epochs": 2})
+    {'epochs': 2, 'dtype': 'bfloat16'}
+    """
+    data = dict(recorded)
+    if "precision" in data and "dtype" not in data:
+        old = data.pop("precision")
+        data["dtype"] = _PRECISION_WORDS.get(old, old)
+    return data
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,8 @@ class ContaminationConfig(JsonConfig):
     train_seed: int = field(default=0, metadata={"help": "seed of the train-question draw"})
     general: str | None = field(
         default=None,
-        metadata={"help": "JSONL of general data: question, response[, system_prompt]"},
+        metadata={"help": "JSONL of general data: question, response[, system_prompt]",
+                  "metavar": "FILE"},
     )
     generated_general: int = field(
         default=0,
@@ -61,13 +79,15 @@ class ContaminationConfig(JsonConfig):
     )
     paraphrases: str | None = field(
         default=None,
-        metadata={"help": "PQ domain: zerogap paraphrase output; M_co trains on these texts"},
+        metadata={"help": "PQ domain: zerogap paraphrase output; M_co trains on these texts",
+                  "metavar": "FILE"},
     )
     lora_r: int = field(default=64, metadata={"help": "LoRA rank", "min": 1})
     lora_alpha: int = field(default=128, metadata={"help": "LoRA alpha", "min": 1})
     lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout in [0, 1)", "min": 0})
     target_modules: str = field(
-        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names"}
+        default="all-linear", metadata={"help": "'all-linear' or comma-separated module names",
+                                        "metavar": "NAMES"}
     )
     learning_rate: float = field(default=2e-4, metadata={"help": "peak learning rate", "gt": 0})
     scheduler: Scheduler = field(default="cosine", metadata={"help": "learning-rate schedule"})
@@ -105,10 +125,7 @@ class ContaminationConfig(JsonConfig):
     sweep_copies: tuple[int, ...] = field(
         default=(), metadata={"help": "build one M_co per value (replaces copies)"}
     )
-    precision: Precision = field(
-        default="auto",
-        metadata={"help": "auto (bf16 where the GPU or CPU has it natively), bf16 or fp32"},
-    )
+    dtype: WeightDtype = shared_field("dtype", default="auto")
     seed: int = shared_field("seed", default=0)
     save_steps: int = field(
         default=50, metadata={"help": "optimizer steps between checkpoints", "min": 1}
@@ -116,6 +133,11 @@ class ContaminationConfig(JsonConfig):
     merge: bool = field(
         default=False, metadata={"help": "write merged weights instead of adapter folders"}
     )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Rebuild from a manifest's ``config``, one written before ``dtype`` included."""
+        return super().from_dict(upgraded(data))
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the declared types and bounds

@@ -59,16 +59,16 @@ def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]
     return out
 
 
-def _use_bf16(precision: str) -> bool:
+def _use_bf16(dtype: str) -> bool:
     """``auto``: bf16 where the training device multiplies it natively (a CUDA GPU that
     supports it; a CPU with AMX-BF16 or AVX512-BF16), as the paper trains in bf16 (§5.1)."""
     import torch
 
     from zerogap.models import auto_dtype
 
-    if precision == "auto":
+    if dtype == "auto":
         return auto_dtype("cuda" if torch.cuda.is_available() else "cpu") == "bfloat16"
-    return precision == "bf16"
+    return dtype == "bfloat16"
 
 
 def main_process() -> bool:
@@ -157,7 +157,7 @@ def lora_model(config: ContaminationConfig, start_spec: str):
     from zerogap.models import load_model
 
     loaded = load_model(start_spec, device="cpu",
-                        dtype="bfloat16" if _use_bf16(config.precision) else "float32")
+                        dtype="bfloat16" if _use_bf16(config.dtype) else "float32")
     modules = config.target_modules
     targets = modules if modules == "all-linear" else [m.strip() for m in modules.split(",")]
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
@@ -203,7 +203,7 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
 
     from zerogap.pipelines.prefix_training import PrefixSharingTrainer
 
-    bf16 = _use_bf16(config.precision)
+    bf16 = _use_bf16(config.dtype)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     accumulation = check_batch(config)
     loaded, model = prepared or lora_model(config, start_spec)

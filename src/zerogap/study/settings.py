@@ -31,10 +31,9 @@ def parse_strategy(label: str) -> tuple[str, dict]:
     (a strategy that ``needs_neurons`` takes none: the study locates them); the values are
     checked when each setting builds the strategy (:func:`_setting_strategies`).
     """
-    from zerogap.strategies import parse_overrides, strategy_class
+    from zerogap.strategies import parse_overrides, split_label, strategy_class
 
-    name, _, rest = label.partition(":")
-    pairs = [p for p in rest.split(",") if p.strip()]
+    name, pairs = split_label(label)
     try:
         options = parse_overrides(name, pairs)
         if strategy_class(name).needs_neurons and options:

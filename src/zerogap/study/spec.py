@@ -77,10 +77,8 @@ class SettingSpec(JsonConfig):
 
     name: str = field(metadata={"help": "the setting's name in the tables (default: setting-N "
                                         "in a study file, setting on the command line)"})
-    clean: str = field(metadata={
-        "help": "the clean model M_cl: a model spec to sample (evaluate, a study file) or its "
-                "per-question outcomes (score: a counts file, a run directory or an lm-eval "
-                "samples log)", "metavar": "MODEL"})
+    clean: str = field(metadata={"help": "the clean model M_cl", "values": "a model spec",
+                                 "metavar": "MODEL"})
     contaminated: str = field(metadata={"help": "the contaminated model M_co (a model spec)",
                                         "metavar": "MODEL"})
     task: str = shared_field("task")
@@ -90,13 +88,14 @@ class SettingSpec(JsonConfig):
     task_options: dict = shared_field("task_options", default_factory=dict)
     task_split: str = shared_field("split", default="test")
     split_file: str | None = field(default=None, metadata={
-        "help": "the leaked/unleaked split, JSON {leaked: [ids], unleaked: [ids]} (zerogap "
-                "contaminate's split.json); without it a warning, no per-split rows, no "
-                "shortcut", "metavar": "FILE"})
+        "help": "the leaked/unleaked split of the task's questions",
+        "values": "zerogap contaminate's split.json, {leaked: [ids], unleaked: [ids]}; without "
+                  "it the report has no per-split rows and a strategy that needs the split "
+                  "(shortcut) is refused", "metavar": "FILE"})
     limit: int | None = field(default=None, metadata={
-        "help": "first N questions (with a split file: N/2 leaked and N/2 unleaked, the rest "
-                "of both sides calibrating shortcut neurons) (default: all)", "min": 1,
-        "metavar": "N"})
+        "help": "the first N questions (default: all)", "min": 1, "metavar": "N",
+        "values": "with a split file, N/2 leaked and N/2 unleaked, the rest of both sides "
+                  "calibrating shortcut neurons"})
     chat_template: str | None = field(default=None, metadata={
         "help": "prompt instruct models through a chat template: the tokenizer's own "
                 "(\"tokenizer\", or the flag without a value) or a Jinja file; recorded with "
@@ -213,7 +212,7 @@ class StudySpec(JsonConfig):
     target_half_width: float | None = field(default=None, metadata={
         "help": "allocate the fewest samples whose predicted half-width of every strategy's "
                 "SA-PPG and every paired difference is at most this (needs a pilot) (default: "
-                "none)", "gt": 0, "max": 1, "metavar": "H"})
+                "none)", "gt": 0, "max": 1, "metavar": "X"})
     pilot: int = field(default=0, metadata={
         "help": "an allocated study's pilot: samples per question of each strategy on a seed "
                 "of their own, never scored, that give each question's spread, the predicted "
@@ -492,7 +491,7 @@ def study_key_table() -> str:
                 default = f"`{_toml_value(f.default)}`" if f.default not in (None, "") else "—"
             else:
                 default = "see meaning" if "default" in f.metadata["help"] else "required"
-            bounds = bounds_text(f.metadata)
+            bounds = "; ".join(t for t in (f.metadata.get("values"), bounds_text(f.metadata)) if t)
             meaning = f.metadata["help"] + (f" ({bounds})" if bounds else "")
             out.append(f"| {where} | `{f.name}` | {default} | "
                        f"{meaning.replace('|', chr(92) + '|')} |")

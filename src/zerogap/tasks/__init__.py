@@ -17,7 +17,9 @@ from zerogap.tasks.base import (
     task_names,
     task_option_values,
     task_options,
+    task_summary,
 )
 
 __all__ = ["Grade", "Question", "Task", "get_task", "register_task", "task_config_class",
-           "task_from_strings", "task_names", "task_option_values", "task_options"]
+           "task_from_strings", "task_names", "task_option_values", "task_options",
+           "task_summary"]

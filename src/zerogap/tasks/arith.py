@@ -180,7 +180,9 @@ def _one_step_op(solution: str) -> str | None:
 
 @register_task("arith")
 class ArithTask(NumericQATask):
-    """Generated one- to three-step word problems; see the module docstring.
+    """Generated one- to three-step word problems from a seed, whole-number results.
+
+    How items are drawn: the module docstring.
 
     Examples
     --------

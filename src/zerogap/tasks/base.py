@@ -71,6 +71,11 @@ task_names = _TASKS.names
 """Names of the registered tasks, sorted."""
 
 
+def task_summary(name: str) -> str:
+    """Task ``name`` in one line: the first line of its factory's docstring."""
+    return ((_TASKS.get(name).__doc__ or "").strip().splitlines() or [""])[0]
+
+
 def task_config_class(name: str) -> Callable[..., Any]:
     """What declares task ``name``'s options: its factory's ``config_class`` (a config of
     :mod:`zerogap.config`: typed fields with bounds and help), else the factory itself (its

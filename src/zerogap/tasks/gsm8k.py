@@ -58,7 +58,9 @@ class GSM8KConfig(PromptConfig):
 
 @register_task("gsm8k")
 class GSM8KTask(NumericQATask):
-    """GSM8K with the paper's k-shot CoT prompt; see the module docstring.
+    """GSM8K from a local copy or the hub, with the paper's k-shot chain-of-thought prompt.
+
+    Where the data comes from: the module docstring.
 
     Examples
     --------

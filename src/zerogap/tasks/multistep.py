@@ -426,8 +426,9 @@ def write_solution(problem: Problem, rng: random.Random) -> str:
 
 @register_task("multistep")
 class MultistepTask(NumericQATask):
-    """Generated two- to four-step word problems with several solution paths; see the module
-    docstring.
+    """Generated two- to four-step word problems whose solutions take several paths.
+
+    How the paths are drawn: the module docstring.
 
     Examples
     --------
