@@ -327,6 +327,13 @@ def _local_path(spec: str, relative_to: Path | None = None) -> Path | None:
     return None
 
 
+def check_model_path(spec: str) -> None:
+    """The cheap part of :func:`check_model_spec`: refuse an empty spec or a path that does not
+    exist, importing nothing (a resume that needs no model settles before transformers loads)."""
+    if spec != EMBEDDED:
+        _local_path(spec)
+
+
 # Seconds the hub gets to answer before a hub id is refused as unreachable: its client would
 # retry for about a minute before saying the same.
 HUB_PROBE_SECONDS = 5.0
