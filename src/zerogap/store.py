@@ -271,17 +271,19 @@ def inspect_store(path: str | Path) -> bool:
     return True
 
 
-def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
-    """Take ``run_dir``'s exclusive writer lock and return its open file (close it to release).
+def writer_lock(run_dir: Path, *, record: bool = True, name: str = LOCK_NAME,
+                what: str = "run directory") -> IO[str]:
+    """Take ``run_dir``'s exclusive writer lock (the file ``name`` in it) and return its open
+    file (close it to release).
 
     ``record`` writes this process's pid into the lock file for a refused writer to name; a
     probe (``record=False``) leaves the file as it is. Raises :class:`StoreError` naming the
-    holder's pid when another process holds the lock.
+    holder's pid when another process holds the lock (``what``: what the folder is, for it).
     """
     try:
-        handle = open(run_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
+        handle = open(run_dir / name, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
     except OSError as err:
-        raise write_fault(run_dir / LOCK_NAME, err, "nothing was written") or err from None
+        raise write_fault(run_dir / name, err, "nothing was written") or err from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -289,7 +291,7 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
         holder = handle.read().strip() or "unknown"
         handle.close()
         raise StoreError(
-            f"run directory {run_dir} is being written by another zerogap process (pid {holder});"
+            f"{what} {run_dir} is being written by another zerogap process (pid {holder});"
             " wait for it to finish or stop it"
         ) from None
     if record:
@@ -301,7 +303,7 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
         except OSError as err:
             with contextlib.suppress(OSError):  # closing retries the failed flush
                 handle.close()
-            raise write_fault(run_dir / LOCK_NAME, err, "the run store was not opened") \
+            raise write_fault(run_dir / name, err, "nothing was written") \
                 or err from None
     return handle
 

@@ -13,10 +13,10 @@ import pytest
 from helpers import SRC, run_main, sample_args
 
 
-def _zerogap(*argv, cwd=None) -> subprocess.CompletedProcess:
+def _zerogap(*argv, cwd=None, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "zerogap", *map(str, argv)], cwd=cwd,
                           capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(SRC)})
+                          env={**os.environ, "PYTHONPATH": str(SRC), **env})
 
 
 @pytest.fixture(scope="module")
@@ -106,4 +106,21 @@ def test_paraphrase_dash_writes_its_rows_to_standard_output(tmp_path):
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["id"] for r in rows] == ["arith-test-0", "arith-test-1"], rows
     assert "-> -" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [
+    ["paraphrase", "--task", "arith", "--limit", "1"],
+    ["sample", "--task", "arith", "--limit", "1", "-m", "2"],
+    ["neurons", "--task", "arith", "--base", "embedded", "--contaminated", "embedded",
+     "--uncontaminated", "embedded"],
+])
+def test_a_bad_environment_override_is_refused_with_the_flags(tiny_dir, tmp_path, command):
+    """``ZEROGAP_THREADS=abc`` is one line before anything loads or is written."""
+    model = [] if command[0] == "neurons" else ["--model", tiny_dir]
+    leaked = ["--leaked-ids", tmp_path / "split.json"] if command[0] == "neurons" else []
+    done = _zerogap(*command, *model, *leaked, "--out", tmp_path / "out", ZEROGAP_THREADS="abc")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"zerogap {command[0]}: error: ZEROGAP_THREADS='abc': must be a whole " \
+                          "number of threads >= 1\n"
     assert list(tmp_path.iterdir()) == []
