@@ -359,8 +359,8 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
     # Rewrite the file without the rows to redo, so each id appears once; the file is made
     # only when it has a row, so a command that fails first (an endpoint's 401) leaves none.
     if done:
-        with atomic_write(path) as f:
-            f.writelines(json.dumps(r) + "\n" for r in done.values())
+        with atomic_write(path) as kept:
+            kept.writelines(json.dumps(r) + "\n" for r in done.values())
     elif path.is_file():  # only rows to redo: they are asked again
         path.unlink()
     todo = [q for q in questions if q.id not in done]
@@ -372,7 +372,7 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
         f: IO[str] | None = None
         for start in range(0, len(todo), CHUNK):
             rows = _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts, max_overlap)
-            if f is None:
+            if f is None:  # opened (made) once there is a row to write
                 f = stack.enter_context(open(path, "a", encoding="utf-8"))
             for row in rows:
                 row["key"] = keys[row["id"]]
