@@ -260,6 +260,12 @@ def _makefile_targets() -> set[str]:
     return set(re.findall(r"^([A-Za-z][\w.-]*)\s*:", (ROOT / "Makefile").read_text(), re.M))
 
 
+def _makefile_variables() -> set[str]:
+    """The variables a user may set on make's command line: those the Makefile declares with
+    ``?=`` (a default the command line overrides)."""
+    return set(re.findall(r"^([A-Z][A-Z_]*)\s*\?=", (ROOT / "Makefile").read_text(), re.M))
+
+
 def _extras() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return set(project["optional-dependencies"])
@@ -277,6 +283,8 @@ def test_each_other_command_names_what_the_checkout_has(command):
     elif words[0] == "make":
         targets = [w for w in words[1:] if "=" not in w]
         assert set(targets) <= _makefile_targets(), f"{command.where}: no such make target"
+        variables = {w.split("=")[0] for w in words[1:] if "=" in w}
+        assert variables <= _makefile_variables(), f"{command.where}: no such make variable"
     elif words[:2] == ["pip", "install"]:
         for word in (w for w in words[2:] if not w.startswith("-")):
             name, _, extras = word.partition("[")

@@ -1,7 +1,7 @@
 """The Python API of ``zerogap score``: load any input, align by question id, score.
 
-Three functions, re-exported as ``zerogap.load``, ``zerogap.align`` and ``zerogap.score``, do
-what the command does, with its defaults, and need numpy only (the core never imports torch):
+Three functions, ``from zerogap.api import load, align, score``, do what the command does, with
+its defaults, and need numpy only (the core never imports torch):
 
 * :func:`load` reads one input, whatever it is: a counts file (JSONL or CSV,
   :mod:`zerogap.io.counts`), a run directory (``zerogap sample --out``, read under its

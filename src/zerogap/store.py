@@ -591,7 +591,8 @@ class RunStore:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise UserError("Parquet export needs pyarrow: pip install zerogap[parquet]") from None
+            raise UserError("Parquet export needs pyarrow: pip install -e '.[parquet]' from a "
+                            "checkout") from None
         records = [_sample_record(r) for r in self.samples()]
         for r in records:
             r["stats"] = json.dumps(r["stats"], sort_keys=True)
