@@ -51,6 +51,22 @@ def test_a_changed_setting_is_refused_and_a_complete_run_resumed_without_torch(t
     assert tree_digest(run_dir) == before  # nothing written either
 
 
+def test_a_complete_greedy_run_resumes_without_torch(tiny_dir, tmp_path):
+    run_dir = tmp_path / "greedy"
+    argv = ["greedy", "--model", tiny_dir, "--task", "toy-arith", "--max-new-tokens", "8",
+            "--limit", "2", "--quiet", "--task-option", "stop=Q:", "--out", run_dir]
+    assert run_main([str(a) for a in argv]) == 0
+    done = _run(argv)
+    assert done.returncode == 0, done.stderr
+    assert "holds the greedy decode of every question asked for; no model was loaded" \
+        in done.stdout
+    assert "torch imported: False" in done.stdout
+    refused = _run([*argv, "--max-new-tokens", "9"])  # the last one given wins
+    assert refused.returncode == 2
+    assert "greedy_max_new_tokens (stored 8, now 9)" in refused.stderr
+    assert "torch imported: False" in refused.stdout
+
+
 def test_raising_m_and_the_limit_samples_only_what_is_missing(tiny_dir, tmp_path, capsys):
     """A run of m = 3 on 2 questions raised to m = 6 on 4 stores exactly what one run of m = 6 on
     4 questions stores: the noise of a sample depends on (seed, question, index) only, so the
