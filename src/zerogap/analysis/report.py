@@ -154,7 +154,7 @@ class SettingChecks:
             out.append("controls on the clean model (collateral damage alone; ~0 is none):")
             for name in self.controls.strategies:
                 ci = self.controls.interval(name, "sa_ppg")
-                out.append(f"  {name}: SA-PPG {ci.estimate:.4f} [{ci.low:.3f}, {ci.high:.3f}]")
+                out.append(f"  {name}: SA-PPG {ci.estimate:.4f} {ci.bounds()}")
         if self.answer_slot is not None:
             out.append(f"answer slot: {self.answer_slot.sentence()}")
         return out
@@ -430,8 +430,7 @@ def summary_table(report: Report) -> str:
         width = max(len(n) for n in card.strategies) + 2
         for v in card.verdicts:
             ci = card.interval(v.name, "sa_ppg")
-            shown = "(too few questions)" if ci.reason else f"[{ci.low:.3f}, {ci.high:.3f}]"
-            lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} {shown}  "
+            lines.append(f"  {v.name.ljust(width)} SA-PPG {ci.estimate:.4f} {ci.bounds()}  "
                          f"{v.outcome}")
         if name in report.checks:
             lines += [f"  {line}" for line in report.checks[name].lines()]

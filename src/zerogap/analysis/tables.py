@@ -112,9 +112,7 @@ def _cell(ci: Interval | None, best: bool) -> str:
     if ci is None:
         return "–"
     value = f"**{ci.estimate:.4f}**" if best else f"{ci.estimate:.4f}"
-    if ci.reason is not None:
-        return f"{value} (too few questions)"
-    return f"{value} [{ci.low:.3f}, {ci.high:.3f}]"
+    return f"{value} {ci.bounds()}"
 
 
 def _floor_notes(name: str, card: Scorecard) -> list[str]:

@@ -137,6 +137,15 @@ def _fix_threads(threads: int) -> None:
     os.environ[ENV] = str(threads)
 
 
+def _check_environment() -> None:
+    """zerogap's environment overrides checked with the flags, before any command runs: a bad
+    ``ZEROGAP_THREADS`` is one line here, not after a model has loaded. (The prefix cache's
+    ``ZEROGAP_PREFIX_CACHE_MB`` is read only by the HF engine, which checks it before loading.)"""
+    from zerogap.engine.threads import override
+
+    override()
+
+
 def main(argv: list[str] | None = None) -> int:
     own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(own)
@@ -145,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "threads", None) is not None:
             _fix_threads(args.threads)
+        _check_environment()
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
         return code

@@ -8,10 +8,12 @@ clean and a contaminated model from the embedded model and evaluates every strat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from zerogap.cli.flags import (
@@ -260,6 +262,27 @@ def _check_out(out: Path) -> None:
     check_output_folder(out, "--out")
 
 
+# The study folder's lock: held (with the holder's pid) while a study runs in the folder.
+STUDY_LOCK = "study.lock"
+
+
+@contextlib.contextmanager
+def _study_lock(out: Path) -> Iterator[None]:
+    """Hold study folder ``out``'s lock (created with the folder) while the study runs: a second
+    ``evaluate`` or ``demo`` on the folder is refused at once, naming the first one's pid, before
+    it opens any of the runs the first is writing (each run's own lock would otherwise refuse
+    each study a run the other holds, and neither would finish). The operating system releases
+    it when the holder dies, so a killed study resumes."""
+    from zerogap.store import writer_lock
+
+    out.mkdir(parents=True, exist_ok=True)
+    handle = writer_lock(out, name=STUDY_LOCK, what="study folder")
+    try:
+        yield
+    finally:
+        handle.close()
+
+
 def _check_study(study, out: Path) -> list:
     """Every setting and strategy checked before a model loads or a file is written; the
     prepared settings (:func:`zerogap.study.settings.prepare`), which the study then runs on."""
@@ -293,10 +316,12 @@ def _run_study(study, prepared: list, out: Path, args, engine: EngineOptions,
 
 def _evaluate(args) -> int:
     from zerogap.runs import study_folder_dtype
+    from zerogap.study.allocation import budget_notes
     from zerogap.study.run import model_folders, open_executor
 
     notes: list[str] = []
     study, out = _study_from_args(args, notes)
+    notes += budget_notes(study)
     prepared = _check_study(study, out)
     with open_executor(study.executor, workers=args.workers,
                        backend=study.backend, device=args.device, folder=out,
@@ -305,7 +330,8 @@ def _evaluate(args) -> int:
             print(f"zerogap evaluate: warning: {note}", file=sys.stderr)
         # "auto" is made concrete where the jobs run, by the study
         engine = engine_options(args, study_folder_dtype(args.dtype, out))
-        return _run_study(study, prepared, out, args, engine, executor)
+        with _study_lock(out):
+            return _run_study(study, prepared, out, args, engine, executor)
 
 
 def _report(args) -> int:
@@ -342,16 +368,18 @@ def _demo(args) -> int:
     workers = study_workers(args.workers, DEFAULT_BACKEND, args.device)
     dtype = study_dtype(args.dtype, args.out, DEFAULT_BACKEND, args.device)
     models = args.out / "models"
-    print(f"zerogap demo: building the clean and contaminated models in {models}; the study "
-          f"samples in {dtype}", file=sys.stderr)
-    with progress_bars(args.quiet) as progress:
-        build_demo_models(models, progress=progress)
-    study = demo_study(models, questions=questions, m=m, controls=bool(args.controls),
-                       ablation=bool(args.ablation))
-    prepared = _check_study(study, args.out)
-    extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
-    return _run_study(study, prepared, args.out, args,
-                      EngineOptions(device=args.device, dtype=dtype, max_batch=args.batch_size),
-                      LocalThreads(workers),
-                      commands=[f"zerogap demo --out {args.out} --questions {questions} -m {m}"
-                                f" --dtype {dtype}" + extra])
+    with _study_lock(args.out):
+        print(f"zerogap demo: building the clean and contaminated models in {models}; the "
+              f"study samples in {dtype}", file=sys.stderr)
+        with progress_bars(args.quiet) as progress:
+            build_demo_models(models, progress=progress)
+        study = demo_study(models, questions=questions, m=m, controls=bool(args.controls),
+                           ablation=bool(args.ablation))
+        prepared = _check_study(study, args.out)
+        extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
+        return _run_study(study, prepared, args.out, args,
+                          EngineOptions(device=args.device, dtype=dtype,
+                                        max_batch=args.batch_size),
+                          LocalThreads(workers),
+                          commands=[f"zerogap demo --out {args.out} --questions {questions} "
+                                    f"-m {m} --dtype {dtype}" + extra])

@@ -34,15 +34,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from zerogap.cli.output import json_destination, written_file
     from zerogap.errors import DataError
     from zerogap.io.counts import write_counts
-    from zerogap.io.files import check_output
     from zerogap.io.lmeval import find_samples, read_lmeval
     from zerogap.provenance import file_record
     from zerogap.tasks.extract import target_grader
 
     grade = target_grader(args.grading)
-    out = check_output(args.out, "--out", inputs=[args.log])
+    out = json_destination(args.out, "--out", inputs=[args.log])
     path = args.log
     if os.path.isdir(path):
         path = find_samples(path)
@@ -51,7 +51,8 @@ def run(args) -> int:
                             "folder or its subfolders (run the harness with --log_samples)")
     log = read_lmeval(path, grade=grade)
     c = log.counts
-    write_counts(out, c.ids, c.correct, c.samples, c.first, provenance=file_record(
-        path, lmeval={"repeats": log.repeats, "grading": args.grading}))
+    with written_file(out) as written:
+        write_counts(written, c.ids, c.correct, c.samples, c.first, provenance=file_record(
+            path, lmeval={"repeats": log.repeats, "grading": args.grading}))
     print(f"wrote {len(c)} documents ({log.repeats} responses each) to {out}", file=sys.stderr)
     return 0

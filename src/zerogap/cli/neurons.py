@@ -70,6 +70,7 @@ def _unleaked(path: Path, questions: list, leaked: set[str], split: str,
 
 
 def _neurons(args) -> int:
+    from zerogap.cli.output import STDOUT
     from zerogap.config import parse_pairs
     from zerogap.engine.base import SamplingSpec
     from zerogap.io.files import check_output
@@ -79,6 +80,9 @@ def _neurons(args) -> int:
     check_given(args, StudySpec, SEARCH)
     check_given(args, SamplingSpec, ("max_new_tokens",))
     split_file = Path(args.split_file)
+    if str(args.out) == STDOUT:  # its journal lives beside the file, for a resume
+        raise UserError("--out -: neurons keeps a resumable journal beside its output file; "
+                        "give a file name")
     check_output(args.out, "--out", inputs=[split_file])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)

@@ -15,8 +15,8 @@ from zerogap.cli.flags import (
     check_given,
     questions_by_ids,
 )
+from zerogap.cli.output import json_destination, report_stream, written_file
 from zerogap.errors import UserError
-from zerogap.io.files import check_output
 from zerogap.progress import progress_bars
 
 EXAMPLES = """examples:
@@ -100,7 +100,7 @@ def _paraphrase(args) -> int:
         raise UserError(f"--concurrent must be at least 1 and --timeout above 0, got "
                         f"{args.concurrent} and {args.timeout}")
     ids = None if args.split_file is None else Path(args.split_file)
-    check_output(args.out, "--out", inputs=[] if ids is None else [ids])
+    out = json_destination(args.out, "--out", inputs=[] if ids is None else [ids])
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = task.questions(args.split)
     if ids is not None:
@@ -132,10 +132,10 @@ def _paraphrase(args) -> int:
         if questions:  # the rewriter's chat template renders, or is refused before a write
             local.prompt(questions[0].text)
         backend = local
-    with progress_bars(args.quiet) as progress:
-        counts = paraphrase(questions, backend, args.out, attempts=args.attempts,
+    with progress_bars(args.quiet) as progress, written_file(out) as path:
+        counts = paraphrase(questions, backend, path, attempts=args.attempts,
                             max_overlap=args.max_overlap, progress=progress)
     print(f"{counts['questions']} questions: {counts['rewritten']} rewritten "
           f"({counts['retried']} after a retry), {counts['flagged']} flagged (kept as the "
-          f"original) -> {args.out}")
+          f"original) -> {out}", file=report_stream([out]))
     return 0

@@ -123,17 +123,30 @@ def _spec(args):
 def _prepare(args):
     """The run the flags ask for (:func:`zerogap.runs.prepare`) and its stores, in the order
     that touches nothing on bad input: the request is checked whole before the model loads
-    (:class:`zerogap.runs.RunRequest`), the run against the loaded model before a store is
-    created."""
+    (:class:`zerogap.runs.RunRequest`), and against the run ``--out`` holds
+    (:func:`zerogap.runs.check_resume`), the run against the loaded model before a store is
+    created. None when ``--out`` holds every question already: nothing loads."""
     from zerogap.config import parse_pairs
-    from zerogap.runs import RunRequest, build_strategy, first_questions, prepare, resume_dtype
+    from zerogap.engine.base import backend_capabilities
+    from zerogap.models import check_model_path
+    from zerogap.runs import (
+        RunRequest,
+        build_strategy,
+        check_resume,
+        check_strategy,
+        first_questions,
+        prepare,
+        resume_dtype,
+    )
     from zerogap.store import RunStore, check_store_dir
     from zerogap.strategies import parse_overrides, split_label
     from zerogap.tasks import task_from_strings
     from zerogap.tasks.chat import read_template
 
+    # Held against the backend's capabilities after the resume check: that imports the backend
+    # (torch), and a refusal of a changed setting or a resume with nothing to do need neither.
     name, pairs = split_label(args.strategy)
-    strategy = build_strategy(name, parse_overrides(name, pairs + args.settings), args.backend)
+    strategy = build_strategy(name, parse_overrides(name, pairs + args.settings))
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = first_questions(task.questions(args.split), args.limit)
     chat = (read_template(args.chat_template), args.system_instruction)
@@ -147,6 +160,10 @@ def _prepare(args):
     request = RunRequest(args.model, task, args.split, questions, strategy, _spec(args),
                          greedy=args.command == "greedy", backend=args.backend, engine=engine,
                          chat=chat)
+    check_model_path(args.model)  # a missing model is named as such, resumed run or not
+    if check_resume(request, args.out, greedy_dir) == 0:
+        return None
+    check_strategy(strategy, backend_capabilities(args.backend), args.backend)
     if args.quiet:
         from transformers.utils import logging as hf_logging
 
@@ -161,8 +178,25 @@ def _prepare(args):
     return run, store, greedy_store
 
 
+def _complete(args, what: str, table: str) -> int:
+    """Say that ``--out`` holds every question asked for, and its truncation: a resume with
+    nothing to do, which loaded no model."""
+    from zerogap.store import RunStore
+
+    with RunStore(args.out, create=False) as store:
+        truncation = store.truncation(table)
+    print(f"nothing to do: {args.out} holds {what} of every question asked for; no model was "
+          "loaded")
+    say_truncation(args.command, "responses" if table == "samples" else "greedy decodes",
+                   truncation, args.max_new_tokens)
+    return 0
+
+
 def _sample(args) -> int:
-    run, store, greedy_store = _prepare(args)
+    prepared = _prepare(args)
+    if prepared is None:
+        return _complete(args, f"m={args.m} samples", "samples")
+    run, store, greedy_store = prepared
     with store, progress_bars(args.quiet) as progress:
         try:
             n = run.into(store, greedy_store=greedy_store, progress=progress)
@@ -177,7 +211,10 @@ def _sample(args) -> int:
 
 
 def _greedy(args) -> int:
-    run, store, _ = _prepare(args)
+    prepared = _prepare(args)
+    if prepared is None:
+        return _complete(args, "the greedy decode", "greedy")
+    run, store, _ = prepared
     with store, progress_bars(args.quiet) as progress:
         n = run.into(store, progress=progress)
         total = len(store.completed_greedy())
@@ -277,7 +314,7 @@ def _show(args) -> int:
 
 
 def _export(args) -> int:
-    from zerogap.io.files import check_output
+    from zerogap.cli.output import json_destination, report_stream, written_file
     from zerogap.store import RunStore
 
     targets = [("counts", args.counts), ("jsonl", args.jsonl), ("parquet", args.parquet)]
@@ -285,28 +322,30 @@ def _export(args) -> int:
         raise UserError("give at least one of --counts, --jsonl, --parquet")
     chosen = [(f"--{kind}", path) for kind, path in targets if path is not None]
     for i, (flag, path) in enumerate(chosen):
-        check_output(path, flag, inputs=[args.run_dir])
+        json_destination(path, flag, inputs=[args.run_dir])
         same = next((other for other, earlier in chosen[:i]
                      if os.path.realpath(earlier) == os.path.realpath(path)), None)
         if same is not None:
             raise UserError(f"{flag} {path}: is also {same}; each export needs its own file")
+    said = report_stream(path for _, path in chosen)
     with RunStore(args.run_dir, create=False) as store:
-        for kind, path in targets:
-            if path is None:
+        for kind, destination in targets:
+            if destination is None:
                 continue
-            if kind == "counts":  # under the run's strategy readout (TED: kept samples only)
-                from zerogap.io.counts import write_counts
-                from zerogap.provenance import run_record
-                from zerogap.readout import run_counts
+            with written_file(destination) as path:
+                if kind == "counts":  # under the run's strategy readout (TED: kept samples only)
+                    from zerogap.io.counts import write_counts
+                    from zerogap.provenance import run_record
+                    from zerogap.readout import run_counts
 
-                rows = run_counts(store)
-                write_counts(path, *(
-                    [r[key] for r in rows] for key in ("id", "correct", "samples", "first")
-                ), provenance=run_record(args.run_dir, store.config()),
-                    truncated=[r["truncated"] for r in rows])
-                n = len(rows)
-            else:
-                n = getattr(store, f"export_{kind}")(path)
-            print(f"wrote {n} {'questions' if kind == 'counts' else 'samples'} to {path}",
-                  file=sys.stdout)
+                    rows = run_counts(store)
+                    write_counts(path, *(
+                        [r[key] for r in rows] for key in ("id", "correct", "samples", "first")
+                    ), provenance=run_record(args.run_dir, store.config()),
+                        truncated=[r["truncated"] for r in rows])
+                    n = len(rows)
+                else:
+                    n = getattr(store, f"export_{kind}")(path)
+            print(f"wrote {n} {'questions' if kind == 'counts' else 'samples'} to {destination}",
+                  file=said)
     return 0

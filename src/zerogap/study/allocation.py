@@ -42,6 +42,20 @@ MAX_SAMPLES = 1 << 16
 """The most samples of a question when the study sets no ``max_samples`` (a run's m bound)."""
 
 
+def budget_notes(study: StudySpec) -> list[str]:
+    """What a budget buys, said before the study runs: a budget at or above ``max_samples``
+    gives every question ``max_samples``, which a uniform m of that many samples gives
+    without a plan (``--budget 1e9``)."""
+    if study.budget is None:
+        return []
+    most = study.max_samples or MAX_SAMPLES
+    if study.budget < most:
+        return []
+    return [f"budget {study.budget:g} is at least max_samples ({most}): every question of every "
+            f"strategy gets {most} samples, what a uniform m = {most} needs; the allocation "
+            "changes nothing (lower the budget, or give m instead)"]
+
+
 def plan_inputs(study: StudySpec, s: Setting, repeat: Path, pilots: Mapping[str, Path]
                 ) -> dict[str, Any]:
     """What setting ``s``'s plan is computed from: the second clean batch's run (``repeat``),

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -54,6 +55,9 @@ RETRIES = 3  # a task's reruns after its worker process died
 POLL_SECONDS = 0.2  # how often a driver thread collects its job's events
 SEND_SECONDS = 0.2  # how often a task sends its events (and learns of a stop)
 PROBE_SECONDS = 120.0  # the storage probe's wait for every node
+# The wait for a HOST:PORT address to accept a connection: Ray's own client retries an address
+# where nothing listens without end.
+CONNECT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class RayCluster:
             raise UserError("--executor ray needs Ray: pip install -e '.[ray]'") from None
         if ray.is_initialized():
             return cls(False, workers)
+        _check_reachable(address)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
@@ -237,6 +242,24 @@ class RayCluster:
                              self.width, interrupted=stopped)
         finally:
             ray.kill(events)
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse an ``address`` of the form ``[ray://]HOST:PORT`` that accepts no TCP connection
+    within :data:`CONNECT_SECONDS`, in one line; other forms (``auto``, None) are Ray's to
+    resolve. A port that accepts but is no Ray cluster is left to Ray."""
+    if address is None:
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else err.strerror or str(err)
+        raise UserError(f"executor ray:address={address}: no Ray cluster to join (connecting to "
+                        f"{host}:{port}: {reason}; waited at most {CONNECT_SECONDS:g} s)"
+                        ) from None
 
 
 def _follow(ref: Any, item: int, events: Any, report: Callable[[int, tuple], None]) -> bool:

@@ -30,8 +30,8 @@ def load_from_hub(split: str) -> list[Row]:
     try:
         import datasets  # optional, heavy: only imported when no local path is given
     except ImportError:
-        raise UserError(f"loading {HUB_ID} needs the 'datasets' package (pip install "
-                        f"'zerogap[datasets]'), {hint}") from None
+        raise UserError(f"loading {HUB_ID} needs the 'datasets' package (pip install -e "
+                        f"'.[datasets]' from a checkout), {hint}") from None
     try:
         data = datasets.load_dataset(HUB_ID, HUB_CONFIG, split=split)
     except Exception as err:  # the hub's failures have many types (network, auth, cache)

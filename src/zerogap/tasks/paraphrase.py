@@ -32,6 +32,7 @@ a URL is recorded and quoted only with its query values redacted; credentials in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,6 +45,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from zerogap.errors import DataError, UserError
 from zerogap.io.files import atomic_write, refused_writes
@@ -354,18 +356,25 @@ def paraphrase(questions: Sequence[Question], backend: Backend, out: str | os.Pa
                 "max_overlap": max_overlap}
     keys = {q.id: row_key(q, settings) for q in questions}
     done = _load_cache(path, keys, {q.id: q for q in questions})
-    # Rewrite the file without the rows to redo, so each id appears once.
-    with atomic_write(path) as f:
-        f.writelines(json.dumps(r) + "\n" for r in done.values())
+    # Rewrite the file without the rows to redo, so each id appears once; the file is made
+    # only when it has a row, so a command that fails first (an endpoint's 401) leaves none.
+    if done:
+        with atomic_write(path) as kept:
+            kept.writelines(json.dumps(r) + "\n" for r in done.values())
+    elif path.is_file():  # only rows to redo: they are asked again
+        path.unlink()
     todo = [q for q in questions if q.id not in done]
     finished = len(questions) - len(todo)
     if progress is not None:
         progress(Progress("paraphrasing", finished, len(questions), "q"))
     with refused_writes(path, "the rows written before are kept; rerun to resume"), \
-            open(path, "a", encoding="utf-8") as f:
+            contextlib.ExitStack() as stack:
+        f: IO[str] | None = None
         for start in range(0, len(todo), CHUNK):
-            for row in _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts,
-                                         max_overlap):
+            rows = _paraphrase_chunk(todo[start:start + CHUNK], backend, attempts, max_overlap)
+            if f is None:  # opened (made) once there is a row to write
+                f = stack.enter_context(open(path, "a", encoding="utf-8"))
+            for row in rows:
                 row["key"] = keys[row["id"]]
                 f.write(json.dumps(row) + "\n")
                 done[row["id"]] = row

@@ -66,6 +66,18 @@ class Interval:
     level: float
     reason: str | None = None
 
+    def bounds(self) -> str:
+        """``[low, high]`` to three decimals, or ``(reason)`` where no interval exists: a
+        report says why, never ``[nan, nan]``.
+
+        >>> Interval(0.1, 0.05, 0.2, 0.95).bounds(), Interval(0.1, math.nan, math.nan, 0.95,
+        ...                                                    too_few(5)).bounds()
+        ('[0.050, 0.200]', '(too few questions (5 < 12) for a calibrated statement)')
+        """
+        if self.reason is not None:
+            return f"({self.reason})"
+        return f"[{self.low:.3f}, {self.high:.3f}]"
+
     def to_dict(self) -> dict:
         if self.reason is not None:
             return {"estimate": self.estimate, "low": None, "high": None, "level": self.level,
