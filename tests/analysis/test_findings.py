@@ -12,8 +12,11 @@ import pytest
 from zerogap.analysis.design import (
     CLEAN_BELOW_APPG,
     KEYS,
+    NO_FLOOR_POOLED,
+    NO_SPILL_OVER,
     ROUGE_LEAKED,
     ROUGE_UNLEAKED,
+    SPREAD_POOLED,
     TRIGGER_CLEAN,
     TRIGGER_LEAKED,
     TRIGGER_UNLEAKED,
@@ -114,7 +117,7 @@ def test_findings_without_their_inputs_are_inconclusive_and_say_why():
     assert {f.outcome for f in got.values()} == {"inconclusive"}
     assert "no RailCap" in got["F1"].note and "no second clean batch" in got["F3"].note
     assert set(OUTCOMES) == {"reproduced", "not reproduced", "inconclusive",
-                             "not testable here"}
+                             "not testable here", "arithmetic at this m"}
 
 
 def test_a_small_difference_on_few_questions_is_inconclusive():
@@ -164,15 +167,22 @@ def test_holm_matches_its_step_down_definition():
 
 
 def test_every_precondition_names_a_criterion_the_design_checks_measure():
-    # A key the design checks never write would leave its finding "not measured" forever.
+    # A key neither the design checks nor the findings (the pooled clean batches) measure
+    # would leave its finding "not measured" forever.
     named = {key for keys in PRECONDITIONS.values() for key in keys}
-    assert named <= set(KEYS), sorted(named - set(KEYS))
+    measured = {*KEYS, SPREAD_POOLED, NO_FLOOR_POOLED}
+    assert named <= measured, sorted(named - measured)
     assert set(PRECONDITIONS) == {"F1", "F2", "F3"}
-    # Issue 47: F1 and F2 need the dispersion and trigger criteria, F2 also the clean mean's
-    # arithmetic; F3 is stated beside its binomial expectation instead.
-    regime = {ROUGE_LEAKED, ROUGE_UNLEAKED, TRIGGER_LEAKED, TRIGGER_UNLEAKED, TRIGGER_CLEAN}
+    # Issues 47 and 58: F1 and F2 need the dispersion and trigger criteria and no spill-over,
+    # F2 also spread and no floor on the pooled clean batches; F3 is stated beside its
+    # binomial expectation instead. "Clean mean below A-PPG" is the sign of F2's own first
+    # test on the same counts: no gate.
+    regime = {ROUGE_LEAKED, ROUGE_UNLEAKED, TRIGGER_LEAKED, TRIGGER_UNLEAKED, TRIGGER_CLEAN,
+              NO_SPILL_OVER}
     assert regime <= set(PRECONDITIONS["F1"]) and regime <= set(PRECONDITIONS["F2"])
-    assert CLEAN_BELOW_APPG in PRECONDITIONS["F2"] and CLEAN_BELOW_APPG not in PRECONDITIONS["F1"]
+    assert {SPREAD_POOLED, NO_FLOOR_POOLED} <= set(PRECONDITIONS["F2"])
+    assert not {SPREAD_POOLED, NO_FLOOR_POOLED} & set(PRECONDITIONS["F1"])
+    assert CLEAN_BELOW_APPG not in named
     assert PRECONDITIONS["F3"] == ()
 
 
@@ -195,15 +205,21 @@ def test_a_finding_whose_precondition_failed_is_not_testable_and_names_it():
         assert f"not met: {ROUGE_UNLEAKED}" in got[key].sentence()
     assert outcome(got["F1"].tests)[0] == "not reproduced"  # what the tests, shown, would say
     assert got["F3"].outcome != "not testable here" and got["F3"].failed == ()
-    # The clean mean's arithmetic fails F2 alone.
-    got = found({**every, CLEAN_BELOW_APPG: False})
+    # Spill-over fails both; the circular "clean mean below A-PPG" gates nothing.
+    got = found({**every, NO_SPILL_OVER: False, CLEAN_BELOW_APPG: False})
+    assert [got[k].failed for k in ("F1", "F2")] == [(NO_SPILL_OVER,)] * 2
+    # A floor in both clean batches (80 of 200 questions never solved) fails F2 alone,
+    # measured on the batches pooled whatever the design file says.
+    floored = np.where(np.arange(CLEAN.size) < 80, 0, CLEAN)
+    got = found(every, clean=counts(floored, first), repeat=counts(floored, 1 - first))
     assert got["F1"].outcome == "not reproduced" and got["F1"].failed == ()
-    assert got["F2"].outcome == "not testable here" and got["F2"].failed == (CLEAN_BELOW_APPG,)
-    # Unmeasured preconditions leave the outcome and say so.
-    criteria = dict(every)
-    del criteria[CLEAN_BELOW_APPG]
-    f2 = found(criteria, clean=counts(CLEAN), repeat=None, chosen=paper_like())["F2"]
-    assert f2.outcome == "reproduced" and f2.unmeasured == (CLEAN_BELOW_APPG,)
+    assert got["F2"].outcome == "not testable here" and got["F2"].failed == (NO_FLOOR_POOLED,)
+    assert f"{NO_FLOOR_POOLED}: 0.400 <= 0.333 (NOT met; 80 of 200 questions)" in got["F2"].note
+    # Unmeasured preconditions leave the outcome and say so: without a second clean batch the
+    # pooled criteria are not measured.
+    design_file = {k: v for k, v in every.items() if k not in (SPREAD_POOLED, NO_FLOOR_POOLED)}
+    f2 = found(design_file, clean=counts(CLEAN), repeat=None, chosen=paper_like())["F2"]
+    assert f2.outcome == "reproduced" and f2.unmeasured == (SPREAD_POOLED, NO_FLOOR_POOLED)
     assert "not measured" in f2.note
     assert "Holm" in f2.rule and "intersection-union" in f2.rule and "all 4 tests" in f2.rule
 
@@ -225,6 +241,8 @@ def test_f3_states_its_binomial_expectation_beside_the_observed_value():
                   counts_of(c2, m, repeat_first), bins=5, n_resamples=400, seed=0)[2]
     assert f3.expected == pytest.approx(estimated.statistic)
     assert f"{estimated.statistic:+.3f} against {f3.tests[0].difference:+.3f}" in f3.statistic
+    # At m = 8 the statistic is another quantity than the paper's (m = 50): no verdict.
+    assert f3.outcome == "arithmetic at this m" and "at m = 8" in f3.note
 
 
 def counts_of(correct, m, first=None):
