@@ -120,7 +120,8 @@ class Test:
     ``p_value`` tests the paper's direction (``difference < 0``), ``p_reverse`` the opposite
     one; ``p_reverse_holm`` is the latter after Holm's correction over the finding's tests
     (set by :func:`outcome`). ``reason`` says why no test was possible (then the p-values are
-    NaN and the test neither holds nor reverses).
+    NaN and the test neither holds nor reverses). ``df``: the weak-null t's Welch-Satterthwaite
+    degrees of freedom (NaN for F3's bootstrap).
     """
 
     claim: str
@@ -131,6 +132,7 @@ class Test:
     p_reverse: float
     reason: str | None = None
     p_reverse_holm: float = math.nan
+    df: float = math.nan
 
     @property
     def holds(self) -> bool:
@@ -237,7 +239,8 @@ def _less(gaps: GapIntervals, a: str, b: str, metric: str) -> Test:
     less = compare(gaps, a, b, metric=metric, alternative="less", null=NULL)
     greater = compare(gaps, a, b, metric=metric, alternative="greater", null=NULL)
     return Test(f"{metric.replace('_', '-').upper()}({a}) - ({b})", less.difference,
-                greater.low, less.high, less.p_value, greater.p_value, less.reason)
+                greater.low, less.high, less.p_value, greater.p_value, less.reason,
+                df=less.df)
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
     options = job.options
     if job.calibrated:
         assert job.greedy_dir is not None
-        options = {**options, **calibration_settings(job.strategy, job.greedy_dir, s)}
+        options = {**options, **calibration_settings(job.strategy, options, job.greedy_dir, s)}
     strategy = job.built or build_strategy(job.strategy, options)
     if job.kind == "filter":  # no sampling: rows are not the study's progress
         assert job.source is not None and job.greedy_dir is not None
@@ -145,10 +145,12 @@ def run_job(job: Job, study: StudySpec, s: Setting, models: Models,
         loaded.release_sources()  # a patch source (shortcut's base) only lives for its run
 
 
-def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, Any]:
+def calibration_settings(name: str, options: dict[str, Any], greedy_dir: Path, s: Setting
+                         ) -> dict[str, Any]:
     """What strategy ``name`` takes from the greedy decodes in ``greedy_dir`` of setting
-    ``s``'s calibration questions (:meth:`~zerogap.strategies.Strategy.calibration_settings`;
-    the greedy job decoded them, :attr:`~zerogap.study.settings.Setting.greedy_questions`)."""
+    ``s``'s calibration questions, by the rule its ``options`` state
+    (:meth:`~zerogap.strategies.Strategy.calibration_settings`; the greedy job decoded them,
+    :attr:`~zerogap.study.settings.Setting.greedy_questions`)."""
     from zerogap.store import RunStore
 
     with RunStore(greedy_dir, create=False) as store:
@@ -157,7 +159,8 @@ def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, A
     if missing:
         raise RuntimeError(f"{greedy_dir} lacks the greedy decodes of {len(missing)} "
                            f"calibration questions (first: {missing[0]})")
-    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration])
+    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration],
+                                                     options)
 
 
 @dataclass

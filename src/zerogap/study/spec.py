@@ -29,11 +29,13 @@ from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
 # ban, n = 4 with the answer slot exempt, LNE-blocking at its published T_task = 7 and beta = 2
-# (the study sets T_task for its task and beta from a calibration split otherwise), and TED
-# with tau scaled to the task's solution length (the study keeps the code's tau = 2 otherwise).
+# (the study sets T_task for its task and beta from a calibration split otherwise) and with
+# beta the calibration decodes' largest and median LNE (the study takes their 0.9 quantile),
+# and TED with tau scaled to the task's solution length (the study keeps the code's tau = 2
+# otherwise).
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
             "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7,beta=2",
-            "ted-scaled")
+            "lne-blocking:beta_quantile=1", "lne-blocking:beta_quantile=0.5", "ted-scaled")
 # Strategies with nothing to apply to the clean model as a control: identity is the clean
 # model's second batch, All-Zero samples nothing.
 NO_CONTROL = ("identity", "all-zero")
@@ -155,7 +157,8 @@ class StudySpec(JsonConfig):
 
     ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds
     :data:`ABLATION` (RailCap at n = 1..8 and 12 with the cap, n = 4 with the ban and with the
-    answer slot exempt; LNE-blocking at GSM8K's T_task; TED at a length-scaled tau).
+    answer slot exempt; LNE-blocking at GSM8K's T_task and beta, and with beta the calibration
+    decodes' largest and median LNE; TED at a length-scaled tau).
     ``controls`` lists strategies also applied to the clean model, where any gap is collateral
     damage alone; ``all_controls`` applies every strategy that has one
     (all but :data:`NO_CONTROL`). Shortcut-neuron location scores ``calibration_size``
