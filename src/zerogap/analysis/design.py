@@ -358,8 +358,10 @@ def pooled_stratification(clean_correct, clean_samples, repeat_correct, repeat_s
 
     Parameters
     ----------
-    clean_correct, clean_samples, repeat_correct, repeat_samples : array-like of int,
-        shape (n_questions,)
+    clean_correct, clean_samples : array-like of int, shape (n_questions,)
+        The first clean batch's counts.
+    repeat_correct, repeat_samples : array-like of int, shape (n_questions,)
+        The second's, in the same question order.
 
     Examples
     --------

@@ -186,7 +186,8 @@ class StudySpec(JsonConfig):
     ablation: bool = field(default=False, metadata={
         "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban), n = 4 "
                 "with the answer slot exempt; LNE-blocking at the published T_task = 7, "
-                "beta = 2; TED with tau scaled to the task's solution length"})
+                "beta = 2, and with beta the calibration decodes' largest and median LNE; TED "
+                "with tau scaled to the task's solution length"})
     controls: tuple[str, ...] = field(default=(), metadata={
         "help": "strategies also applied to the clean model (collateral damage alone)"})
     all_controls: bool = field(default=False, metadata={
