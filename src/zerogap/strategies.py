@@ -146,6 +146,9 @@ class Strategy:
     has_control : bool
         Applied to the clean model, it measures something of its own (its collateral damage);
         False for identity (its control is the clean model's second batch) and All-Zero.
+    calibration_rule_records : dict
+        Settings that say how :meth:`calibration_settings` reads the split, recorded beside
+        what it set (LNE-blocking: ``beta_quantile`` -> ``lne_beta_quantile``).
     """
 
     config_class: ClassVar[type[Any]] = NoSettings
@@ -159,6 +162,7 @@ class Strategy:
     task_setting_records: ClassVar[dict[str, str]] = {}
     calibration_records: ClassVar[dict[str, str]] = {}
     has_control: ClassVar[bool] = True
+    calibration_rule_records: ClassVar[dict[str, str]] = {}
 
     def __init__(self, name: str, config: JsonConfig) -> None:
         self.name = name
@@ -172,10 +176,12 @@ class Strategy:
         return {}
 
     @classmethod
-    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
+    def calibration_settings(cls, greedy: Sequence[Any], options: dict[str, Any]
+                             ) -> dict[str, Any]:
         """Settings the strategy takes from its model's greedy decodes (rows with
         ``entropies``) of a calibration split disjoint from the evaluated questions, where its
-        user sets none (LNE-blocking's beta); none by default."""
+        user sets none (LNE-blocking's beta), by the rule its ``options`` state; none by
+        default."""
         return {}
 
     @classmethod
@@ -228,6 +234,7 @@ class LNEBlockingStrategy(Strategy):
     requires = ("logits", "entropies")
     task_setting_records = {"t_task": "lne_t_task"}
     calibration_records = {"beta": "lne_beta"}
+    calibration_rule_records = {"beta_quantile": "lne_beta_quantile"}
 
     @classmethod
     def task_settings(cls, task: Any, split: str, questions: Sequence[Any]) -> dict[str, Any]:
@@ -240,17 +247,19 @@ class LNEBlockingStrategy(Strategy):
         return {} if words is None else {"t_task": scaled_t_task(words)}
 
     @classmethod
-    def calibration_settings(cls, greedy: Sequence[Any]) -> dict[str, Any]:
-        """``beta``: the largest LNE of ``greedy``
-        (:func:`zerogap.decoding.blocking.calibrated_beta`); none where every decode is
-        certain. A :class:`StoreError` names a decode stored without entropies."""
+    def calibration_settings(cls, greedy: Sequence[Any], options: dict[str, Any]
+                             ) -> dict[str, Any]:
+        """``beta``: the ``beta_quantile`` (of ``options``, else the config's 0.9) of the LNE
+        of ``greedy`` (:func:`zerogap.decoding.blocking.calibrated_beta`); none where that
+        quantile is 0. A :class:`StoreError` names a decode stored without entropies."""
         from zerogap.decoding.blocking import calibrated_beta, mean_entropy
 
         lacking = [row for row in greedy if row.entropies is None]
         if lacking:
             raise StoreError(f"strategy lne-blocking takes beta from greedy entropies, but the "
                              f"stored greedy decode of {lacking[0].question_id} has none")
-        beta = calibrated_beta(mean_entropy([row.entropies for row in greedy]))
+        quantile = cls.config_class.from_dict(options).beta_quantile
+        beta = calibrated_beta(mean_entropy([row.entropies for row in greedy]), quantile)
         return {} if beta is None else {"beta": beta}
 
     def prepare(self, ctx: PrepareContext) -> InterventionSpec:

@@ -1,7 +1,7 @@
 """The paper's findings F1-F3 as tests: outcomes on counts built so that each holds, or is
 reversed, by construction (200 questions, m = 50: differences far beyond the tests' noise);
-the rule's logic on hand-set p-values; preconditions; F3's binomial expectation; and (slow)
-the rule's false-verdict rates over simulated studies whose truth is known.
+the rule's logic on hand-set p-values; preconditions; F3's binomial expectation. The rule's
+false-verdict rates over simulated studies whose truth is known: test_findings_simulated.py.
 """
 
 import math
@@ -12,14 +12,16 @@ import pytest
 from zerogap.analysis.design import (
     CLEAN_BELOW_APPG,
     KEYS,
+    NO_FLOOR_POOLED,
+    NO_SPILL_OVER,
     ROUGE_LEAKED,
     ROUGE_UNLEAKED,
+    SPREAD_POOLED,
     TRIGGER_CLEAN,
     TRIGGER_LEAKED,
     TRIGGER_UNLEAKED,
 )
 from zerogap.analysis.findings import (
-    ALPHA,
     OUTCOMES,
     PRECONDITIONS,
     PROTECTED,
@@ -34,7 +36,7 @@ from zerogap.analysis.findings import (
 )
 from zerogap.io.counts import QuestionCounts
 from zerogap.uncertainty import gap_intervals
-from zerogap.uncertainty.calibration import Rate, benchmark
+from zerogap.uncertainty.calibration import benchmark
 
 M = 50
 # 180 questions the clean model solves 2% of the time, 10 at 50%, 10 at 98%
@@ -114,7 +116,7 @@ def test_findings_without_their_inputs_are_inconclusive_and_say_why():
     assert {f.outcome for f in got.values()} == {"inconclusive"}
     assert "no RailCap" in got["F1"].note and "no second clean batch" in got["F3"].note
     assert set(OUTCOMES) == {"reproduced", "not reproduced", "inconclusive",
-                             "not testable here"}
+                             "not testable here", "arithmetic at this m"}
 
 
 def test_a_small_difference_on_few_questions_is_inconclusive():
@@ -164,15 +166,22 @@ def test_holm_matches_its_step_down_definition():
 
 
 def test_every_precondition_names_a_criterion_the_design_checks_measure():
-    # A key the design checks never write would leave its finding "not measured" forever.
+    # A key neither the design checks nor the findings (the pooled clean batches) measure
+    # would leave its finding "not measured" forever.
     named = {key for keys in PRECONDITIONS.values() for key in keys}
-    assert named <= set(KEYS), sorted(named - set(KEYS))
+    measured = {*KEYS, SPREAD_POOLED, NO_FLOOR_POOLED}
+    assert named <= measured, sorted(named - measured)
     assert set(PRECONDITIONS) == {"F1", "F2", "F3"}
-    # Issue 47: F1 and F2 need the dispersion and trigger criteria, F2 also the clean mean's
-    # arithmetic; F3 is stated beside its binomial expectation instead.
-    regime = {ROUGE_LEAKED, ROUGE_UNLEAKED, TRIGGER_LEAKED, TRIGGER_UNLEAKED, TRIGGER_CLEAN}
+    # Issues 47 and 58: F1 and F2 need the dispersion and trigger criteria and no spill-over,
+    # F2 also spread and no floor on the pooled clean batches; F3 is stated beside its
+    # binomial expectation instead. "Clean mean below A-PPG" is the sign of F2's own first
+    # test on the same counts: no gate.
+    regime = {ROUGE_LEAKED, ROUGE_UNLEAKED, TRIGGER_LEAKED, TRIGGER_UNLEAKED, TRIGGER_CLEAN,
+              NO_SPILL_OVER}
     assert regime <= set(PRECONDITIONS["F1"]) and regime <= set(PRECONDITIONS["F2"])
-    assert CLEAN_BELOW_APPG in PRECONDITIONS["F2"] and CLEAN_BELOW_APPG not in PRECONDITIONS["F1"]
+    assert {SPREAD_POOLED, NO_FLOOR_POOLED} <= set(PRECONDITIONS["F2"])
+    assert not {SPREAD_POOLED, NO_FLOOR_POOLED} & set(PRECONDITIONS["F1"])
+    assert CLEAN_BELOW_APPG not in named
     assert PRECONDITIONS["F3"] == ()
 
 
@@ -195,15 +204,21 @@ def test_a_finding_whose_precondition_failed_is_not_testable_and_names_it():
         assert f"not met: {ROUGE_UNLEAKED}" in got[key].sentence()
     assert outcome(got["F1"].tests)[0] == "not reproduced"  # what the tests, shown, would say
     assert got["F3"].outcome != "not testable here" and got["F3"].failed == ()
-    # The clean mean's arithmetic fails F2 alone.
-    got = found({**every, CLEAN_BELOW_APPG: False})
+    # Spill-over fails both; the circular "clean mean below A-PPG" gates nothing.
+    got = found({**every, NO_SPILL_OVER: False, CLEAN_BELOW_APPG: False})
+    assert [got[k].failed for k in ("F1", "F2")] == [(NO_SPILL_OVER,)] * 2
+    # A floor in both clean batches (80 of 200 questions never solved) fails F2 alone,
+    # measured on the batches pooled whatever the design file says.
+    floored = np.where(np.arange(CLEAN.size) < 80, 0, CLEAN)
+    got = found(every, clean=counts(floored, first), repeat=counts(floored, 1 - first))
     assert got["F1"].outcome == "not reproduced" and got["F1"].failed == ()
-    assert got["F2"].outcome == "not testable here" and got["F2"].failed == (CLEAN_BELOW_APPG,)
-    # Unmeasured preconditions leave the outcome and say so.
-    criteria = dict(every)
-    del criteria[CLEAN_BELOW_APPG]
-    f2 = found(criteria, clean=counts(CLEAN), repeat=None, chosen=paper_like())["F2"]
-    assert f2.outcome == "reproduced" and f2.unmeasured == (CLEAN_BELOW_APPG,)
+    assert got["F2"].outcome == "not testable here" and got["F2"].failed == (NO_FLOOR_POOLED,)
+    assert f"{NO_FLOOR_POOLED}: 0.400 <= 0.333 (NOT met; 80 of 200 questions)" in got["F2"].note
+    # Unmeasured preconditions leave the outcome and say so: without a second clean batch the
+    # pooled criteria are not measured.
+    design_file = {k: v for k, v in every.items() if k not in (SPREAD_POOLED, NO_FLOOR_POOLED)}
+    f2 = found(design_file, clean=counts(CLEAN), repeat=None, chosen=paper_like())["F2"]
+    assert f2.outcome == "reproduced" and f2.unmeasured == (SPREAD_POOLED, NO_FLOOR_POOLED)
     assert "not measured" in f2.note
     assert "Holm" in f2.rule and "intersection-union" in f2.rule and "all 4 tests" in f2.rule
 
@@ -225,6 +240,8 @@ def test_f3_states_its_binomial_expectation_beside_the_observed_value():
                   counts_of(c2, m, repeat_first), bins=5, n_resamples=400, seed=0)[2]
     assert f3.expected == pytest.approx(estimated.statistic)
     assert f"{estimated.statistic:+.3f} against {f3.tests[0].difference:+.3f}" in f3.statistic
+    # At m = 8 the statistic is another quantity than the paper's (m = 50): no verdict.
+    assert f3.outcome == "arithmetic at this m" and "at m = 8" in f3.note
 
 
 def counts_of(correct, m, first=None):
@@ -250,51 +267,3 @@ def test_answer_slot_splits_railcaps_collateral_damage():
     assert f"{difference:+.3f}" in slot.sentence() and PROTECTED in slot.sentence()
     assert answer_slot(gap_intervals(clean, np.full(120, M), [railcap], np.full((1, 120), M),
                                      names=["railcap"], bins=5)) is None
-
-
-# -- the rule's false-verdict rates over simulated studies (issue 47) --------------------------
-
-N_SIM, M_SIM, SHIFT, REPS = 128, 8, 0.3, 200
-
-
-def simulated_f1(rng, equal, far):
-    """One simulated study at the demo's size: RailCap moves a random half of a new benchmark's
-    questions by SHIFT; each baseline in ``equal`` moves its own random half (equal to RailCap
-    on average, by symmetry: the weak null's boundary), each in ``far`` every question by 0.6
-    (far worse). Returns F1."""
-    p = benchmark(N_SIM, rng)
-
-    def moved(share):
-        return np.clip(p + SHIFT * (rng.random(N_SIM) < share), 0, 1)
-
-    truth = {"railcap": moved(0.5), **{b: moved(0.5) for b in equal},
-             **{b: np.clip(p + 0.6, 0, 1) for b in far}}
-    strategies = {name: counts_of(rng.binomial(M_SIM, q), M_SIM) for name, q in truth.items()}
-    return findings(counts_of(rng.binomial(M_SIM, p), M_SIM), strategies, bins=5,
-                    n_resamples=9, seed=0)[0]
-
-
-@pytest.mark.slow
-def test_f1_says_reproduced_at_most_alpha_of_the_time_at_its_boundary_null():
-    # RailCap equal to Identity on average and far below the others: "reproduced" is false, and
-    # the intersection-union test says it about alpha of the time (the one test at its level).
-    rng = np.random.default_rng(47)
-    found = [simulated_f1(rng, ["identity"], ["ted", "lne-blocking", "shortcut"])
-             for _ in range(REPS)]
-    assert all(t.holds for f in found for t in f.tests[1:])  # the far baselines always hold
-    rate = Rate(sum(f.outcome == "reproduced" for f in found), REPS)
-    low, high = rate.interval
-    assert low <= ALPHA <= high, rate
-
-
-@pytest.mark.slow
-def test_f1_says_not_reproduced_at_most_alpha_of_the_time_when_no_baseline_is_better():
-    # Every baseline equal to RailCap on average: "not reproduced" is false. Holm keeps it at
-    # or below alpha; the old rule (any one test reversed at alpha) exceeds alpha.
-    rng = np.random.default_rng(48)
-    found = [simulated_f1(rng, ["identity", "ted", "lne-blocking", "shortcut"], [])
-             for _ in range(REPS)]
-    holm_rate = Rate(sum(f.outcome == "not reproduced" for f in found), REPS)
-    union = Rate(sum(any(t.p_reverse <= ALPHA for t in f.tests) for f in found), REPS)
-    assert holm_rate.interval[0] <= ALPHA, holm_rate
-    assert union.interval[0] > ALPHA, union  # the simulation sees the old rule's excess

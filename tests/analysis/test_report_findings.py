@@ -49,9 +49,12 @@ def test_findings_render_with_their_rules_and_failed_preconditions(study_dir, tm
         assert "reproduced if all 5 tests hold one-sided at 0.05 (intersection-union); not " \
                "reproduced if one reverses after Holm's correction over the 5" in text
         assert "from binomial sampling alone" in text  # F3's expectation beside its value
+        # F3 draws a verdict at the paper's m = 50 only: the toy study's is another m
+        assert "F3 arithmetic at this m" in text and "the paper's statement is at m = 50" in text
         assert "answer slot: RailCap's collateral damage" in text
     assert f"design criteria not met: {failed}" in page and "intersection-union" in page
     assert f"from the reasoning steps ({PROTECTED})" in page
     findings = json.loads((folder / "tables" / "findings.json").read_text())["tiny-toy"]
     assert findings[0]["failed"] == [failed] and findings[0]["outcome"] == "not testable here"
     assert findings[2]["expected"] is not None  # F3's binomial expectation is recorded
+    assert findings[2]["outcome"] == "arithmetic at this m"

@@ -25,24 +25,49 @@ def test_entropy_matches_closed_forms():
     assert entropy(two).tolist() == pytest.approx([math.log(2), math.log(3)])
 
 
-def test_beta_from_a_calibration_split_spreads_the_counts():
-    """beta = the calibration decodes' largest LNE: the calibration's highest-entropy question
-    maps to count 0 and a certain one to T_task, where the published beta = 2 gives one count
-    to LNEs a tenth of it."""
-    def row(q, entropies):
-        return GreedyRow(q, [1] * len(entropies), "", "stop", None, False, entropies)
+def row(q, entropies):
+    return GreedyRow(q, [1] * len(entropies), "", "stop", None, False, entropies)
 
+
+def test_beta_from_a_calibration_split_spreads_the_counts():
+    """beta = a quantile of the calibration decodes' LNE (0.9 by default; 1 the largest, 0.5 the
+    median, the sensitivity rows): the calibration's most uncertain questions map to count 0
+    and a certain one to T_task, where the published beta = 2 gives one count to LNEs a tenth
+    of it."""
     calibration = [row("c0", [0.02, 0.06]), row("c1", [0.2, 0.0]), row("c2", [0.01, 0.01])]
-    settings = LNEBlockingStrategy.calibration_settings(calibration)
+    # LNEs 0.04, 0.1, 0.01: the 0.9 quantile interpolates 0.04 + 0.8 * (0.1 - 0.04)
+    assert LNEBlockingStrategy.calibration_settings(calibration, {}) == {"beta": 0.088}
+    assert LNEBlockingStrategy.calibration_settings(calibration, {"beta_quantile": 0.5}) == {
+        "beta": 0.04}
+    settings = LNEBlockingStrategy.calibration_settings(calibration, {"beta_quantile": 1})
     assert settings == {"beta": 0.1}
     lne = torch.tensor([0.0, 0.03, 0.06, 0.1, 0.15])
     assert blocking_counts(lne, t_task=4, **settings).tolist() == [4, 2, 1, 0, 0]
     assert blocking_counts(lne, t_task=4).tolist() == [4, 3, 3, 3, 3]
     # every decode certain: no scale to read, the default stands
-    assert LNEBlockingStrategy.calibration_settings([row("c0", [0.0])]) == {}
+    assert LNEBlockingStrategy.calibration_settings([row("c0", [0.0])], {}) == {}
     with pytest.raises(StoreError, match="c9"):
         LNEBlockingStrategy.calibration_settings([row("c0", [0.1]), GreedyRow(
-            "c9", [1], "", "stop", None, False, None)])
+            "c9", [1], "", "stop", None, False, None)], {})
+
+
+def test_beta_quantile_does_not_follow_one_outlier_or_the_calibration_size():
+    """The largest LNE follows the one most uncertain decode and grows with the number of
+    decodes; the 0.9 quantile estimates a fixed point of the LNE distribution."""
+    rng = torch.Generator().manual_seed(0)
+
+    def beta(n, quantile, outlier=None):
+        lne = (0.05 + 0.02 * torch.randn(n, generator=rng, dtype=torch.float64)).abs().tolist()
+        if outlier is not None:
+            lne[0] = outlier
+        rows = [row(f"c{i}", [x]) for i, x in enumerate(lne)]
+        return LNEBlockingStrategy.calibration_settings(rows, {"beta_quantile": quantile})["beta"]
+
+    assert beta(32, 1, outlier=1.0) == 1.0 and beta(32, 0.9, outlier=1.0) < 0.1
+    small, large = (sum(beta(n, 1) for _ in range(20)) / 20 for n in (32, 512))
+    assert large > small + 0.01  # the maximum grows with the calibration's size
+    small, large = (sum(beta(n, 0.9) for _ in range(20)) / 20 for n in (32, 512))
+    assert abs(large - small) < 0.005  # the quantile does not
 
 
 def test_mean_entropy_and_empty_decode():

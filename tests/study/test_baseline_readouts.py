@@ -114,8 +114,29 @@ def test_the_scaled_taus_line_says_what_tau_zero_drops():
     assert lines[1].startswith("ted-scaled: tau 0 for this task") and "only samples that " \
         "open with the greedy output" in lines[1]
     one = SettingChecks((), (), None, {"ted_scaled_tau": 1}).baseline_lines()
-    assert one == ["ted-scaled: tau 1 for this task (the code's 2 edits scaled by solution "
-                   "length)"]
+    assert one == ["ted-scaled: tau 1 for this task (the code's 2 edits scaled by the mean "
+                   "reference-solution length)"]  # a folder from before the record: no source
+    # Whose solutions were measured, as the study recorded it (docs/baselines.md §1-2).
+    for recorded, said in (("calibration", "length of the calibration questions)"),
+                           ("evaluated", "length of the evaluated questions: the study had no "
+                                         "calibration split)")):
+        lines = SettingChecks((), (), None, {"lne_t_task": 2, "ted_scaled_tau": 1,
+                                             "solution_lengths": recorded}).baseline_lines()
+        assert all(line.endswith(said) for line in lines), lines
+
+
+def test_the_beta_line_states_the_quantile_it_read():
+    def line(**baselines):
+        return SettingChecks((), (), None, {"lne_beta": 0.0832, "calibration_questions": 32,
+                                            **baselines}).baseline_lines()[0]
+
+    assert line(lne_beta_quantile=0.9).startswith(
+        "LNE-blocking: beta 0.0832, the 0.9 quantile of the LNE of the model's greedy decodes "
+        "on the 32 calibration questions")
+    assert "the largest, the median and the published 2 are ablation rows" in line(
+        lne_beta_quantile=0.9)
+    assert "beta 0.0832, the median LNE" in line(lne_beta_quantile=0.5)
+    assert "beta 0.0832, the largest LNE" in line()  # a folder from before the quantile
 
 
 def test_the_ablation_adds_ted_scaled_at_the_tasks_tau_and_ted_keeps_the_codes(tmp_path):

@@ -494,7 +494,9 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     (prepared,) = prepare(study)
     # 16.2 words a solution against GSM8K's 54.8: 7 -> 2, recorded as the study took it (and
     # the ablation's ted-scaled: TED's 2 edits -> 1)
-    assert prepared.records == {"lne_t_task": 2, "ted_scaled_tau": 1}
+    # (no split file: no calibration split, so the evaluated questions' solutions, stated)
+    assert prepared.records == {"lne_t_task": 2, "ted_scaled_tau": 1,
+                                "solution_lengths": "evaluated"}
     jobs = {job.label: job for job in plan_setting(study, prepared, tmp_path).jobs}
     assert jobs["lne-blocking"].options == {"t_task": 2}
     published = "lne-blocking:t_task=7,beta=2"
@@ -507,21 +509,55 @@ def test_lne_blocking_takes_the_tasks_t_task_and_the_gsm8k_value_as_ablation(tmp
     assert own.records == {}
 
 
+def test_task_settings_are_measured_on_the_calibration_questions(tmp_path, monkeypatch):
+    """T_task (and ted-scaled's tau) come from the reference solutions of the calibration
+    split's questions, never the evaluated ones, and the study records whose they were."""
+    from zerogap.strategies import LNEBlockingStrategy
+    from zerogap.study.settings import prepare
+    from zerogap.study.spec import SettingSpec, StudySpec
+    from zerogap.tasks import get_task
+
+    ids = [q.id for q in get_task("arith").questions("test")[:12]]
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"leaked": ids[:6], "unleaked": ids[6:]}))
+    measured = []
+    original = LNEBlockingStrategy.task_settings.__func__
+
+    def spy(cls, task, split_name, questions):
+        measured.append([q.id for q in questions])
+        return original(cls, task, split_name, questions)
+
+    monkeypatch.setattr(LNEBlockingStrategy, "task_settings", classmethod(spy))
+    setting = SettingSpec(name="arith", clean="embedded", contaminated="embedded", task="arith",
+                          split_file=str(split), limit=8)
+    (prepared,) = prepare(StudySpec(settings=(setting,), strategies=("identity", "lne-blocking"),
+                                    m=2, calibration_size=4))
+    assert prepared.calibration_disjoint and len(prepared.calibration) == 4
+    assert measured == [[q.id for q in prepared.calibration]]
+    assert not set(measured[0]) & {q.id for q in prepared.questions}
+    assert prepared.records == {"lne_t_task": 2, "solution_lengths": "calibration"}
+
+
 def test_lne_blocking_takes_beta_from_the_calibration_questions(reduced_study, tmp_path):
     """With a calibration split past the evaluated questions (limit 6 of the 5 + 5 split:
-    test-3 and test-8), LNE-blocking's beta is the largest LNE of the contaminated model's
-    greedy decodes of those two; every blocked sample's count is Hou et al.'s Eq. 10 at that
-    beta; the published beta stays a row of its own, and the report states the beta taken."""
+    test-3 and test-8), LNE-blocking's beta is the 0.9 quantile of the LNE of the contaminated
+    model's greedy decodes of those two (the sensitivity row ``beta_quantile=1`` their
+    largest); every blocked sample's count is Hou et al.'s Eq. 10 at that beta; the published
+    beta stays a row of its own, and the report states the beta taken and its quantile."""
     import math
+
+    import numpy as np
 
     from zerogap.store import RunStore
     from zerogap.study.plan import plan_setting
     from zerogap.study.settings import prepare
 
-    study = reduced_study(strategies=("identity", "lne-blocking", "lne-blocking:beta=2"))
+    largest = "lne-blocking:beta_quantile=1"
+    study = reduced_study(strategies=("identity", "lne-blocking", "lne-blocking:beta=2",
+                                      largest))
     study = replace(study, settings=(replace(study.settings[0], limit=6),))
     (setting,) = prepare(study)
-    assert setting.calibrated == {"lne-blocking"}
+    assert setting.calibrated == {"lne-blocking", largest}
     calibration = [q.id for q in setting.calibration]
     jobs = {job.label: job for job in plan_setting(study, setting, tmp_path).jobs}
     assert [q.id for q in jobs["contaminated greedy"].questions] == [
@@ -536,17 +572,19 @@ def test_lne_blocking_takes_beta_from_the_calibration_questions(reduced_study, t
     def lne(q: str) -> float:
         return sum(greedy[q].entropies) / len(greedy[q].entropies)
 
-    beta = round(max(lne(q) for q in calibration), 6)
+    beta = round(float(np.quantile([lne(q) for q in calibration], 0.9)), 6)
     assert entry["baselines"]["lne_beta"] == beta and entry["baselines"][
-        "calibration_questions"] == 2
-    for label, used in (("lne-blocking", beta), ("lne-blocking:beta=2", 2.0)):
+        "calibration_questions"] == 2 and entry["baselines"]["lne_beta_quantile"] == 0.9
+    for label, used in (("lne-blocking", beta), ("lne-blocking:beta=2", 2.0),
+                        (largest, round(max(lne(q) for q in calibration), 6))):
         with RunStore(tmp_path / entry["runs"][label], create=False) as store:
             assert store.config()["strategy_config"]["beta"] == used
             t_task = store.config()["strategy_config"]["t_task"]
             recorded = {r.question_id: r.stats["blocking_count"] for r in store.samples()}
         assert recorded == {q.id: math.floor(t_task * min(max(1 - lne(q.id) / used, 0), 1))
                             for q in setting.questions}
-    assert f"LNE-blocking: beta {beta:.3g}, the largest LNE" in (tmp_path / "report.md").read_text()
+    assert f"LNE-blocking: beta {beta:.3g}, the 0.9 quantile of the LNE" in (
+        tmp_path / "report.md").read_text()
     # the evaluated questions alone (no rest past them): the published beta, nothing taken
     (in_sample,) = prepare(reduced_study(strategies=("identity", "lne-blocking")))
     assert in_sample.calibrated == frozenset()

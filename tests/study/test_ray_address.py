@@ -37,7 +37,7 @@ def test_an_address_where_nothing_listens_is_refused_in_one_line(study_models, t
         env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
-    assert f"executor ray:address=127.0.0.1:{port}: no Ray cluster to join (connecting to 127.0.0.1:{port}: " \
-           "Connection refused; waited at most 10 s)" in done.stderr
+    assert (f"executor ray:address=127.0.0.1:{port}: no Ray cluster to join (connecting to "
+            f"127.0.0.1:{port}: Connection refused; waited at most 10 s)") in done.stderr
     assert time.monotonic() - started < 120
     assert not out.exists()

@@ -35,7 +35,10 @@ are the paper's first observation, RailCap's premise (§1, §4): on leaked quest
 collapse onto the greedy trajectory, on unleaked ones they disperse, so RailCap triggers where
 the memory is and rarely elsewhere. The last criterion is arithmetic: All-Zero's A-PPG is the
 clean mean, so where it is not below Identity's, F2 ("All-Zero beats Identity under A-PPG") is
-false by construction.
+false by construction. It is reported, not a gate of F2: on the same counts it is the sign of
+F2's own first test, and gating that test on it would select the studies where the test leans
+the paper's way (:mod:`zerogap.analysis.findings`). F2 is gated instead on spread and no floor
+measured on the two clean batches pooled (:func:`pooled_stratification`).
 
 ROUGE-L is the F-measure (beta = 1) of the longest common subsequence of two texts' words,
 tokenised as the standard ROUGE package does (:func:`rouge_words`); each question's value is
@@ -338,6 +341,45 @@ def design_criteria(clean, repeat, contaminated, leaked, *, co: TrajectoryStats,
                           "Identity's A-PPG", mean, "<", a_ppg,
                           "otherwise F2 is false by arithmetic"))
     return out
+
+
+SPREAD_POOLED, NO_FLOOR_POOLED = "spread (clean batches pooled)", "no floor (clean batches pooled)"
+
+
+def pooled_stratification(clean_correct, clean_samples, repeat_correct, repeat_samples
+                          ) -> list[Criterion]:
+    """Spread and no floor, as :func:`design_criteria` states them, on the clean model's two
+    batches pooled (each question's counts summed): keys :data:`SPREAD_POOLED` and
+    :data:`NO_FLOOR_POOLED`.
+
+    A gate read off the first batch alone would select on the batch SA-PPG's strata and every
+    paired test are built from; the pooled batches read each question at twice the samples,
+    so a question solved now and then is less often read as never solved.
+
+    Parameters
+    ----------
+    clean_correct, clean_samples : array-like of int, shape (n_questions,)
+        The first clean batch's counts.
+    repeat_correct, repeat_samples : array-like of int, shape (n_questions,)
+        The second's, in the same question order.
+
+    Examples
+    --------
+    >>> spread, floor = pooled_stratification([0, 0, 4, 8], [8] * 4, [1, 0, 3, 8], [8] * 4)
+    >>> spread.value, spread.met, floor.value, floor.met
+    (0.5, True, 0.25, True)
+    """
+    correct = np.asarray(clean_correct, int) + np.asarray(repeat_correct, int)
+    samples = np.asarray(clean_samples, int) + np.asarray(repeat_samples, int)
+    n = correct.size
+    between = int(((correct > 0) & (correct < samples)).sum())
+    zero = int((correct == 0).sum())
+    return [
+        _criterion(SPREAD_POOLED, "share of questions whose pooled clean solve probability is "
+                   "in (0, 1)", between / n, ">=", SPREAD_MIN, f"{between} of {n} questions"),
+        _criterion(NO_FLOOR_POOLED, "share of questions neither clean batch ever solves",
+                   zero / n, "<=", FLOOR_MAX, f"{zero} of {n} questions"),
+    ]
 
 
 def write_design(path: str | Path, criteria: list[Criterion], ids: list[str]) -> None:

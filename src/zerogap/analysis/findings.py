@@ -11,10 +11,15 @@
   ``SA-PPG(s) - SA-PPG(all-zero) < 0`` for each such strategy ``s`` but All-Zero.
 * **F3** The 0/1 readout is noise: between the clean model's two independent batches, the
   mean per-question gap of one sampled response per question is far above that of the solve
-  probabilities (paper: 0.190 vs 0.041). "Far above" is fixed here as more than twice: the
-  one-sided test is ``gap01 - 2 * gap_r > 0``, questions resampled in pairs. At a small m
-  this is largely arithmetic: binomial sampling of the clean model's solve probabilities
-  alone fixes its expectation (:func:`binomial_f3`), which is stated beside it.
+  probabilities from m = 50 samples (paper: 0.190 vs 0.041). "Far above" is fixed here as
+  more than twice: the one-sided test is ``gap01 - 2 * gap_r > 0``, questions resampled in
+  pairs. The two batches sample one model, so the statistic's expectation is fixed by binomial
+  sampling of its solve probabilities at the batches' m (:func:`binomial_f3`), stated beside
+  it. The paper's statement is at m = 50 (:data:`PAPER_M`); at another m the test is of
+  another quantity (at m = 8 its expectation sits near the test's threshold, and the verdict
+  is that expectation plus noise), so F3 draws a verdict only where both clean batches have
+  m = 50 on every question, and otherwise reads "arithmetic at this m" with its test and
+  expectation shown.
 
 Each paired test is :func:`zerogap.uncertainty.compare` under the weak null (``null="mean"``:
 the two strategies equal *on average*, the claim each finding makes) on one
@@ -33,7 +38,12 @@ are those of one hypothesis, not of its tests one by one):
 
 Before that, a finding that needs the paper's regime is **not testable here** when the study's
 design criteria (:mod:`zerogap.analysis.design`) say the regime is missing: the tests are shown,
-the failed criteria named, and no verdict is drawn from them (:data:`PRECONDITIONS`).
+the failed criteria named, and no verdict is drawn from them (:data:`PRECONDITIONS`). No
+precondition is read off the sign of a finding's own test: a gate that is would let the test
+pass only when it already leans the paper's way (at the boundary of F2's A-PPG test, "clean
+mean below Identity's A-PPG" as a gate let F2 read "reproduced" in 7.2% of the simulated
+studies it let through, against 2.0% under the gates now, and "not reproduced" in none;
+``tests/analysis/test_findings_simulated.py``).
 """
 
 from __future__ import annotations
@@ -61,8 +71,10 @@ PAPER_F3 = (0.190, 0.041)
 # discussion of Table 2; TED's is only in the table, whose values the text does not repeat).
 PAPER_SA_PPG = {"identity": 0.3261, "lne-blocking": 0.2932, "shortcut": 0.2476,
                 "railcap": 0.1914, "all-zero": 0.4903}
-OUTCOMES = ("reproduced", "not reproduced", "inconclusive", "not testable here")
-NOT_TESTABLE = OUTCOMES[3]
+PAPER_M = 50  # samples per question of the paper's solve probabilities (§5.1), F3's m
+OUTCOMES = ("reproduced", "not reproduced", "inconclusive", "not testable here",
+            "arithmetic at this m")
+NOT_TESTABLE, ARITHMETIC = OUTCOMES[3], OUTCOMES[4]
 
 # The design criteria each finding needs met to test the paper rather than the miniature
 # (issue 47), named by their keys in zerogap.analysis.design. The paper's regime: M_co inflated
@@ -71,15 +83,19 @@ NOT_TESTABLE = OUTCOMES[3]
 # of that regime; without it RailCap and the baselines are tested in their failure modes
 # (RailCap's over-suppression then nears All-Zero's). F1 compares RailCap with every baseline,
 # and F2's SA-PPG half compares every strategy, RailCap included, with All-Zero, so both need
-# the regime; F2 also needs the clean model's mean solve probability below M_co's A-PPG against
-# it, since A-PPG(All-Zero) equals that mean and "All-Zero better than Identity under A-PPG"
-# is otherwise false by arithmetic. F3 needs nothing: it is stated beside its binomial
-# expectation instead.
+# the regime, and M_co inflated on the leaked questions only (no spill-over): where M_co also
+# gained skill on unleaked questions, a strategy that damages them lowers its SA-PPG by
+# cancelling that gain, and reads as restoring. F2's SA-PPG half also needs SA-PPG's strata
+# filled (spread) and few questions at the floor, where All-Zero is exact by construction;
+# both are measured on the two clean batches pooled (design.pooled_stratification), not on
+# the batch the tests are built from. "Clean mean below Identity's A-PPG" is no gate: on the
+# same counts it is the sign of F2's first test (module docstring). F3 needs nothing: it is
+# stated beside its binomial expectation, and draws a verdict only at the paper's m.
 REGIME = (design.CONTAMINATION, design.ROUGE_LEAKED, design.ROUGE_UNLEAKED,
           design.TRIGGER_LEAKED, design.TRIGGER_UNLEAKED, design.TRIGGER_CLEAN)
 PRECONDITIONS: dict[str, tuple[str, ...]] = {
-    "F1": REGIME,
-    "F2": (*REGIME, design.CLEAN_BELOW_APPG),
+    "F1": (*REGIME, design.NO_SPILL_OVER),
+    "F2": (*REGIME, design.NO_SPILL_OVER, design.SPREAD_POOLED, design.NO_FLOOR_POOLED),
     "F3": (),
 }
 
@@ -105,7 +121,8 @@ class Test:
     ``p_value`` tests the paper's direction (``difference < 0``), ``p_reverse`` the opposite
     one; ``p_reverse_holm`` is the latter after Holm's correction over the finding's tests
     (set by :func:`outcome`). ``reason`` says why no test was possible (then the p-values are
-    NaN and the test neither holds nor reverses).
+    NaN and the test neither holds nor reverses). ``df``: the weak-null t's Welch-Satterthwaite
+    degrees of freedom (NaN for F3's bootstrap).
     """
 
     claim: str
@@ -116,6 +133,7 @@ class Test:
     p_reverse: float
     reason: str | None = None
     p_reverse_holm: float = math.nan
+    df: float = math.nan
 
     @property
     def holds(self) -> bool:
@@ -201,9 +219,11 @@ def outcome(tests: Sequence[Test]) -> tuple[str, tuple[Test, ...]]:
 
 def _finding(key: str, claim: str, statistic: str, tests: Sequence[Test],
              criteria: Mapping[str, bool] | None, note: str = "",
-             expected: float | None = None) -> Finding:
-    """Apply the rule, then the precondition of :data:`PRECONDITIONS`."""
-    verdict, done = outcome(tests)
+             expected: float | None = None, verdict: str | None = None) -> Finding:
+    """Apply the rule (unless ``verdict`` says why there is none), then the precondition of
+    :data:`PRECONDITIONS`."""
+    ruled, done = outcome(tests)
+    verdict = verdict or ruled
     needed = PRECONDITIONS[key]
     known = criteria or {}
     failed = tuple(c for c in needed if c in known and not known[c])
@@ -220,7 +240,8 @@ def _less(gaps: GapIntervals, a: str, b: str, metric: str) -> Test:
     less = compare(gaps, a, b, metric=metric, alternative="less", null=NULL)
     greater = compare(gaps, a, b, metric=metric, alternative="greater", null=NULL)
     return Test(f"{metric.replace('_', '-').upper()}({a}) - ({b})", less.difference,
-                greater.low, less.high, less.p_value, greater.p_value, less.reason)
+                greater.low, less.high, less.p_value, greater.p_value, less.reason,
+                df=less.df)
 
 
 @dataclass(frozen=True)
@@ -279,7 +300,8 @@ def binomial_f3(clean_correct, clean_samples, repeat_correct, repeat_samples) ->
 
 def _f3(clean, repeat, *, n_boot: int, seed: int) -> Finding:
     """F3 by a paired question bootstrap of ``gap01 - 2 * gap_r``, beside its binomial
-    expectation."""
+    expectation; "arithmetic at this m" unless both batches have :data:`PAPER_M` samples on
+    every question."""
     g01 = np.abs(np.asarray(clean.first, float) - np.asarray(repeat.first, float))
     gr = np.abs(clean.correct / clean.samples - repeat.correct / repeat.samples)
     per = g01 - F3_FACTOR * gr  # (n_questions,)
@@ -297,12 +319,19 @@ def _f3(clean, repeat, *, n_boot: int, seed: int) -> Finding:
                  f"sampling alone gives {arithmetic.gap01:.3f} vs {arithmetic.gap_r:.3f}, "
                  f"2 x gap(solve prob.) - gap(0/1) {arithmetic.statistic:+.3f} against "
                  f"{test.difference:+.3f} observed")
-    return _finding("F3", F3_CLAIM, statistic, (test,), None, expected=arithmetic.statistic)
+    at_paper_m = bool(np.all(clean.samples == PAPER_M) and np.all(repeat.samples == PAPER_M))
+    shown = ", ".join(str(m) for m in np.unique(np.r_[clean.samples, repeat.samples]))
+    note = "" if at_paper_m else (
+        f"the paper's statement is at m = {PAPER_M}; at m = {shown} the statistic's "
+        "expectation is the binomial one shown, so no verdict is drawn")
+    return _finding("F3", F3_CLAIM, statistic, (test,), None, note, arithmetic.statistic,
+                    None if at_paper_m else ARITHMETIC)
 
 
 def missing_regime(criteria: Sequence[design.Criterion]) -> str:
     """A plain statement, for a report's first screen, that the measured design criteria say
-    the paper's regime is missing; ``""`` when every :data:`REGIME` criterion measured is met.
+    the paper's regime is missing; ``""`` when every criterion of :data:`PRECONDITIONS`
+    measured is met.
 
     It names each failed criterion with its value and requirement, the findings that are
     therefore not testable (:data:`PRECONDITIONS`), and what the study still tests.
@@ -320,7 +349,8 @@ def missing_regime(criteria: Sequence[design.Criterion]) -> str:
     strategy's collateral damage on the clean model where controls ran, and F3 beside its
     binomial expectation.
     """
-    failed = [c for c in criteria if c.key in REGIME and not c.met]
+    gates = {key for needed in PRECONDITIONS.values() for key in needed}
+    failed = [c for c in criteria if c.key in gates and not c.met]
     if not failed:
         return ""
     shown = "; ".join(f"{c.key} {c.value:.3f}, required {c.op} {c.threshold:.3f}"
@@ -349,9 +379,15 @@ def findings(clean_counts, strategies: dict, repeat=None, *, bins: int, n_resamp
         The clean model's second batch (F3).
     criteria : mapping of criterion key -> met, optional
         The study's design criteria (:mod:`zerogap.analysis.design`): a finding whose
-        :data:`PRECONDITIONS` include one that is not met is not testable here.
+        :data:`PRECONDITIONS` include one that is not met is not testable here. Spread and
+        no floor on the clean batches pooled are measured here, from ``repeat``.
     """
     c = clean_counts
+    pooled = [] if repeat is None else design.pooled_stratification(
+        c.correct, c.samples, repeat.correct, repeat.samples)
+    if pooled:
+        criteria = {**(criteria or {}), **{p.key: p.met for p in pooled}}
+    stratification = "; ".join(p.sentence() for p in pooled)
     names = list(strategies)
     gaps = gap_intervals(
         c.correct, c.samples, np.stack([strategies[n].correct for n in names]),
@@ -371,7 +407,7 @@ def findings(clean_counts, strategies: dict, repeat=None, *, bins: int, n_resamp
         tests = [_less(gaps, ALL_ZERO, IDENTITY, "a_ppg"),
                  *(_less(gaps, n, ALL_ZERO, "sa_ppg") for n in compared)]
         out.append(_finding("F2", F2_CLAIM, "paired A-PPG and SA-PPG differences, one-sided, "
-                            "weak null (stratified t)", tests, criteria))
+                            "weak null (stratified t)", tests, criteria, stratification))
     else:
         out.append(_finding("F2", F2_CLAIM, "", (), criteria, "the study ran no identity"))
     if repeat is not None and c.first is not None and repeat.first is not None:

@@ -163,7 +163,9 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     baselines = check.get(entry, "baselines", where, dict, optional=True) or {}
     for key in ("lne_t_task", "ted_scaled_tau", "calibration_questions"):
         check.get(baselines, key, f"{where}.baselines", int, optional=True)
-    check.get(baselines, "lne_beta", f"{where}.baselines", _NUMBER, optional=True)
+    for key in ("lne_beta", "lne_beta_quantile"):
+        check.get(baselines, key, f"{where}.baselines", _NUMBER, optional=True)
+    check.get(baselines, "solution_lengths", f"{where}.baselines", str, optional=True)
     shortcut = check.get(baselines, "shortcut", f"{where}.baselines", dict, optional=True)
     for key in ("block_size", "blocks_scored", "blocks_total", "calibration",
                 "calibration_leaked") if shortcut else ():

@@ -65,6 +65,12 @@ VERDICT_MEANING = (
 )
 
 
+# Whose reference solutions T_task and tau were scaled by, by study.json's
+# ``solution_lengths`` (zerogap.study.settings records it; absent in older folders).
+SOLUTION_LENGTHS = {"calibration": " of the calibration questions",
+                    "evaluated": " of the evaluated questions: the study had no calibration "
+                                 "split"}
+
 # Where the shortcut neurons' calibration questions came from, by the neuron file's
 # ``calibration_disjoint`` (zerogap.study.calibration chooses).
 CALIBRATION_CHOICE = {True: "disjoint from the evaluated questions",
@@ -100,20 +106,25 @@ class SettingChecks:
         """Plain-text lines: the baselines' settings at this scale and what they did (TED's
         kept samples, LNE-blocking's blocking counts; docs/baselines.md)."""
         out = []
+        lengths = SOLUTION_LENGTHS.get(str(self.baselines.get("solution_lengths")), "")
         if self.baselines.get("lne_t_task") is not None:
             out.append(f"LNE-blocking: T_task {self.baselines['lne_t_task']} for this task "
-                       "(GSM8K's 7 scaled by solution length)")
+                       f"(GSM8K's 7 scaled by the mean reference-solution length{lengths})")
         if self.baselines.get("lne_beta") is not None:
-            out.append(f"LNE-blocking: beta {self.baselines['lne_beta']:.3g}, the largest LNE "
+            quantile = self.baselines.get("lne_beta_quantile", 1)  # older folders: the largest
+            read = {1: "the largest", 0.5: "the median"}.get(
+                quantile, f"the {quantile:g} quantile of the")
+            out.append(f"LNE-blocking: beta {self.baselines['lne_beta']:.3g}, {read} LNE "
                        "of the model's greedy decodes on the "
                        f"{self.baselines.get('calibration_questions')} calibration questions "
-                       "(disjoint from the evaluated questions; the published 2 is an ablation "
-                       "row)")
+                       "(disjoint from the evaluated questions; the largest, the median and the "
+                       "published 2 are ablation rows)")
         tau = self.baselines.get("ted_scaled_tau")
         if tau is not None:
             out.append(f"ted-scaled: tau {tau} for this task (the code's 2 edits scaled by "
-                       "solution length)" + ("; at 0 it drops only samples that open with the "
-                                             "greedy output and duplicates" if tau == 0 else ""))
+                       f"the mean reference-solution length{lengths})"
+                       + ("; at 0 it drops only samples that open with the greedy output and "
+                          "duplicates" if tau == 0 else ""))
         cut = self.baselines.get("shortcut")
         if cut:
             # Whether the neurons were chosen on the questions they are then evaluated on.

@@ -11,18 +11,22 @@ and at the first ``n`` generated positions of every sample the argmax token is b
 ``T_task`` is "task-dependent, model-independent" and given only for HumanEval (4) and GSM8K
 (7); how to set it for another task is not known (docs/baselines.md §2). Our rule, a proposal
 (:func:`scaled_t_task`): the blocked positions keep GSM8K's share of a reference solution, so
-``T_task = max(1, round(7 * W / 54.8))`` with ``W`` the task's mean reference-solution length
-in words (:mod:`zerogap.decoding.length_scale`); ``arith``'s one-line solutions (16.2 words on
-its default test split) give 2.
+``T_task = max(1, round(7 * W / 54.8))`` with ``W`` the mean reference-solution length in words
+(:mod:`zerogap.decoding.length_scale`) of a study's calibration questions, or of its evaluated
+questions where it has no calibration split; ``arith``'s one-line solutions (16.2 words on its
+default test split) give 2.
 
 ``beta`` is where "LNE typically falls" ([0, 2] for the authors' 7B models on GSM8K), so that
 ``1 - LNE / beta`` spans [0, 1] over the questions and the count over [0, T_task]. A small model
 fine-tuned on a template task has greedy entropies a tenth of that: at ``beta = 2`` every
 question's score is above 0.9 and every question gets the same count. A study with a
 calibration split disjoint from its evaluated questions (:mod:`zerogap.study.calibration`) sets
-``beta`` to the largest LNE of the sampled model's greedy decodes of those questions
-(:func:`calibrated_beta`), half leaked and half not: our proposal, the published 2 stays the
-ablation row.
+``beta`` to the 0.9 quantile of the LNE of the sampled model's greedy decodes of those
+questions (:func:`calibrated_beta`), half leaked and half not: our proposal. The largest LNE
+would follow the one most uncertain decode and grow with the calibration's size; the 0.9
+quantile estimates a fixed point of the model's LNE distribution, and still gives count 0 to
+the most uncertain tenth of the questions. The maximum, the median and the published 2 are
+ablation rows.
 
 Proposals (the sources are silent; see docs/baselines.md §2): the rounding (floor) and the clipping
 of the blocked-position count (Hou et al.'s Eq. 10, in the LNE-blocking paper, not the
@@ -42,6 +46,7 @@ from torch import Tensor
 from zerogap.decoding.length_scale import length_scaled
 
 GSM8K_T_TASK = 7
+BETA_QUANTILE = 0.9  # the calibration decodes' LNE quantile a study takes as beta
 
 
 def scaled_t_task(solution_words: float) -> int:
@@ -97,21 +102,26 @@ def blocking_counts(lne: Tensor, *, t_task: int = 7, beta: float = 2.0) -> Tenso
     return torch.floor(t_task * score).long()
 
 
-def calibrated_beta(lne: Tensor) -> float | None:
-    """``beta`` from the LNEs of a calibration split's greedy decodes, ``(Q,)``: their largest,
-    the upper end of where LNE falls on this model and task; None when there is no question or
-    every decode is certain (LNE 0), where no scale can be read and the default stands.
+def calibrated_beta(lne: Tensor, quantile: float = BETA_QUANTILE) -> float | None:
+    """``beta`` from the LNEs of a calibration split's greedy decodes, ``(Q,)``: their
+    ``quantile`` (linear interpolation between order statistics; 1 is the largest, 0.5 the
+    median), the upper end of where LNE falls on this model and task; None when there is no
+    question or that quantile is 0 (the decodes certain), where no scale can be read and the
+    default stands.
 
     Examples
     --------
-    >>> calibrated_beta(torch.tensor([0.02, 0.11, 0.05]))
-    0.11
+    >>> lne = torch.tensor([0.02, 0.11, 0.05, 0.07, 0.03])
+    >>> calibrated_beta(lne), calibrated_beta(lne, 1.0), calibrated_beta(lne, 0.5)
+    (0.094, 0.11, 0.05)
     >>> calibrated_beta(torch.tensor([0.0, 0.0])) is None
     True
     """
-    if lne.numel() == 0 or float(lne.max()) <= 0.0:
+    if lne.numel() == 0:
         return None
-    return round(float(lne.max()), 6)  # stored in the run's config: a short, exact number
+    beta = float(torch.quantile(lne.double(), quantile))
+    # stored in the run's config: a short, exact number
+    return round(beta, 6) if beta > 0.0 else None
 
 
 def block_argmax(logits: Tensor, lengths: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:

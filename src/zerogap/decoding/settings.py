@@ -53,6 +53,9 @@ class LNEBlockingConfig(JsonConfig):
                                              "min": 0})
     beta: float = field(default=2.0, metadata={"help": "LNE normaliser (LNE typically in [0, 2])",
                                                "gt": 0})
+    beta_quantile: float = field(default=0.9, metadata={
+        "help": "in a study with a calibration split: the quantile of its greedy decodes' LNE "
+                "taken as beta (1 the largest, 0.5 the median)", "gt": 0, "max": 1})
 
 
 @dataclass(frozen=True)

@@ -252,8 +252,10 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
 
 def _baselines(s: Setting, strategy_runs: dict[str, Path]) -> dict:
     """What the study set the strategies it ran to at this scale, for the report: what the
-    setting's task set (LNE-blocking's T_task), what the calibration questions set (LNE-blocking's
-    beta, with their number) and, for a strategy patching located neurons,
+    setting's task set (LNE-blocking's T_task), what the calibration questions set
+    (LNE-blocking's beta, with the quantile it read and their number: for the strategy's own
+    row, not a sensitivity row such as ``lne-blocking:beta_quantile=1``) and, for a strategy
+    patching located neurons,
     the location's block size, blocks scored and calibration questions (how many, how many
     leaked, whether disjoint from the evaluated questions: None for a list located before the
     choice was recorded)."""
@@ -263,11 +265,13 @@ def _baselines(s: Setting, strategy_runs: dict[str, Path]) -> dict:
     out: dict[str, Any] = dict(s.records)
     for label, (name, _) in s.strategies.items():
         chosen = strategy_class(name)
-        if label in s.calibrated and label in strategy_runs:
+        records = {**chosen.calibration_records, **chosen.calibration_rule_records}
+        if label in s.calibrated and label in strategy_runs and (
+                label == name or not set(records.values()) & set(out)):
             # What the calibration questions set, as the run recorded it.
             with RunStore(strategy_runs[label], create=False) as store:
                 used = store.config()["strategy_config"]
-            out.update({record: used[key] for key, record in chosen.calibration_records.items()})
+            out.update({record: used[key] for key, record in records.items()})
             out["calibration_questions"] = len(s.calibration)
         if label not in strategy_runs or not chosen.needs_neurons:
             continue

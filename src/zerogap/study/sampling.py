@@ -128,7 +128,8 @@ class _StrategyRun(Job):
         options = self.options
         if calibrated:
             options = {**options,
-                       **calibration_settings(self.strategy, self.greedy_dir, context.setting)}
+                       **calibration_settings(self.strategy, options, self.greedy_dir,
+                                              context.setting)}
         return self.built or build_strategy(self.strategy, options)
 
 
@@ -208,7 +209,8 @@ def _prepare(context: JobContext, loaded: LoadedEngine, role: str, questions, st
                    loaded)
 
 
-def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, Any]:
+def calibration_settings(name: str, options: dict[str, Any], greedy_dir: Path, s: Setting
+                         ) -> dict[str, Any]:
     """What strategy ``name`` takes from the greedy decodes in ``greedy_dir`` of setting
     ``s``'s calibration questions (:meth:`~zerogap.strategies.Strategy.calibration_settings`;
     the greedy job decoded them, :attr:`~zerogap.study.settings.Setting.greedy_questions`)."""
@@ -220,4 +222,5 @@ def calibration_settings(name: str, greedy_dir: Path, s: Setting) -> dict[str, A
     if missing:
         raise RuntimeError(f"{greedy_dir} lacks the greedy decodes of {len(missing)} "
                            f"calibration questions (first: {missing[0]})")
-    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration])
+    return strategy_class(name).calibration_settings([decoded[q.id] for q in s.calibration],
+                                                     options)

@@ -20,6 +20,10 @@ from zerogap.study.calibration import split_questions
 from zerogap.study.spec import SettingSpec, StudySpec, read_split
 from zerogap.study.sweep import sweep_settings
 
+# The record saying whose reference solutions the task-derived settings were measured on:
+# "calibration" (the calibration split's) or "evaluated" (no calibration split).
+SOLUTION_LENGTHS = "solution_lengths"
+
 if TYPE_CHECKING:
     from zerogap.strategies import Strategy
 
@@ -44,7 +48,7 @@ def parse_strategy(label: str) -> tuple[str, dict]:
 
 
 def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: str,
-                        questions: Sequence, *, calibrating: bool
+                        measured: Sequence, *, calibrating: bool
                         ) -> tuple[dict[str, tuple[str, dict]], dict[str, Strategy], Strategy,
                                    dict, frozenset[str]]:
     """Each label's final ``(name, options)`` in a setting, each strategy built from them once
@@ -53,7 +57,8 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
     the setting's task set, and the labels whose settings the calibration split sets.
 
     A strategy takes its :meth:`~zerogap.strategies.Strategy.task_settings` from the setting's
-    task and questions where its label sets none (LNE-blocking's T_task); each value taken is
+    task and the ``measured`` questions (the calibration split's where there is one, else the
+    evaluated ones) where its label sets none (LNE-blocking's T_task); each value taken is
     recorded under its class's ``task_setting_records`` key, so the report states only those.
     Where the setting is ``calibrating`` (a calibration split disjoint from its questions), a
     strategy with ``calibration_records`` whose label sets none of them (LNE-blocking's beta)
@@ -72,7 +77,7 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
     for label, (name, options) in labels.items():
         cls = strategy_class(name)
         if name not in derived:
-            derived[name] = cls.task_settings(task, split, questions)
+            derived[name] = cls.task_settings(task, split, measured)
         taken = {key: value for key, value in derived[name].items() if key not in options}
         records.update({cls.task_setting_records[key]: value for key, value in taken.items()
                         if key in cls.task_setting_records})
@@ -94,9 +99,9 @@ def _setting_strategies(labels: dict[str, tuple[str, dict]], task: Any, split: s
 class Setting:
     """A setting made concrete: its task, questions and split (no model loaded).
 
-    ``leaked`` holds the evaluated leaked ids (None without a split file). Its shortcut
-    neurons are located on the greedy answers to the ``located`` questions and scored causally
-    on the ``calibration`` questions, both disjoint from the evaluated questions where
+    ``leaked`` holds the evaluated leaked ids (None without a split file). Its shortcut neurons
+    are located on the greedy answers to the ``located`` questions and scored causally on the
+    ``calibration`` questions, both disjoint from the evaluated questions where
     ``calibration_disjoint`` (:func:`~zerogap.study.calibration.split_questions`).
 
     ``strategies`` maps each of the study's strategy labels to its ``(name, options)`` in this
@@ -104,9 +109,10 @@ class Setting:
     that needs neurons is built when its run starts); ``plain`` samples the clean batches and
     decodes greedily. ``records`` holds what the setting's task set a strategy to, by the key
     ``study.json`` records it under (LNE-blocking's T_task: ``lne_t_task``), for the strategies
-    the study runs only. ``calibrated`` holds the labels whose settings their model's greedy
-    decodes of the calibration questions set when their run starts (LNE-blocking's beta), so
-    that model's greedy decodes cover those questions too (:attr:`greedy_questions`).
+    the study runs only, and under :data:`SOLUTION_LENGTHS` whose questions it was measured on.
+    ``calibrated`` holds the labels whose settings their model's greedy decodes of the
+    calibration questions set when their run starts (LNE-blocking's beta), so that model's
+    greedy decodes cover those questions too (:attr:`greedy_questions`).
     """
 
     spec: SettingSpec
@@ -195,9 +201,16 @@ def _prepare_setting(spec: SettingSpec, strategies: dict[str, tuple[str, dict]],
         calibration = [by_id[q] for q in chosen.calibration]
         located = [by_id[q] for q in chosen.located]
     disjoint = chosen is not None and chosen.disjoint
-    return Setting(spec, task, questions, leaked, calibration, located, disjoint,
-                   *_setting_strategies(strategies, task, spec.task_split, questions,
-                                        calibrating=disjoint and bool(calibration)))
+    calibrating = disjoint and bool(calibration)
+    # What a strategy takes from the task (T_task, tau: the reference solutions' length) is
+    # read off the calibration questions where there are any, never the evaluated ones.
+    setting = Setting(spec, task, questions, leaked, calibration, located, disjoint,
+                      *_setting_strategies(strategies, task, spec.task_split,
+                                           calibration if calibrating else questions,
+                                           calibrating=calibrating))
+    if setting.records:
+        setting.records[SOLUTION_LENGTHS] = "calibration" if calibrating else "evaluated"
+    return setting
 
 
 def _check_model_spec(setting: str, key: str, spec: str) -> None:

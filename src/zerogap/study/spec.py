@@ -30,11 +30,13 @@ from zerogap.tasks.chat import TOKENIZER_TEMPLATE
 DEFAULT_STRATEGIES = ("identity", "ted", "lne-blocking", "shortcut", "railcap", "all-zero")
 # Paper Table 4 and beyond: n = 1..8 and 12 with the cap ("railcap" is n = 4), n = 4 with the
 # ban, n = 4 with the answer slot exempt, LNE-blocking at its published T_task = 7 and beta = 2
-# (the study sets T_task for its task and beta from a calibration split otherwise), and TED
-# with tau scaled to the task's solution length (the study keeps the code's tau = 2 otherwise).
+# (the study sets T_task for its task and beta from a calibration split otherwise) and with
+# beta the calibration decodes' largest and median LNE (the study takes their 0.9 quantile),
+# and TED with tau scaled to the task's solution length (the study keeps the code's tau = 2
+# otherwise).
 ABLATION = (*("railcap" if n == 4 else f"railcap:n={n}" for n in (*range(1, 9), 12)),
             "railcap-ban", "railcap:protect=answer", "lne-blocking:t_task=7,beta=2",
-            "ted-scaled")
+            "lne-blocking:beta_quantile=1", "lne-blocking:beta_quantile=0.5", "ted-scaled")
 # A setting's keys that name files (relative ones are read beside the study file).
 _PATH_KEYS = ("clean", "contaminated", "base", "split_file", "chat_template")
 
@@ -160,7 +162,8 @@ class StudySpec(JsonConfig):
 
     ``strategies`` are names or ``name:key=value,...`` (``railcap:n=3``); ``ablation`` adds
     :data:`ABLATION` (RailCap at n = 1..8 and 12 with the cap, n = 4 with the ban and with the
-    answer slot exempt; LNE-blocking at GSM8K's T_task; TED at a length-scaled tau).
+    answer slot exempt; LNE-blocking at GSM8K's T_task and beta, and with beta the calibration
+    decodes' largest and median LNE; TED at a length-scaled tau).
     ``controls`` lists strategies also applied to the clean model, where any gap is collateral
     damage alone; ``all_controls`` applies every strategy that has one
     (:attr:`~zerogap.strategies.Strategy.has_control`). Shortcut-neuron location scores
@@ -188,7 +191,8 @@ class StudySpec(JsonConfig):
     ablation: bool = field(default=False, metadata={
         "help": "add the ablation rows: RailCap n = 1..8 and 12 (cap), n = 4 (ban), n = 4 "
                 "with the answer slot exempt; LNE-blocking at the published T_task = 7, "
-                "beta = 2; TED with tau scaled to the task's solution length"})
+                "beta = 2, and with beta the calibration decodes' largest and median LNE; TED "
+                "with tau scaled to the task's solution length"})
     controls: tuple[str, ...] = field(default=(), metadata={
         "help": "strategies also applied to the clean model (collateral damage alone)"})
     all_controls: bool = field(default=False, metadata={

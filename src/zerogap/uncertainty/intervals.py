@@ -229,7 +229,6 @@ class GapIntervals:
 
     names: tuple[str, ...]
     estimates: tuple
-    se: dict = field(repr=False)
     level: float
     n_resamples: int
     seed: int
@@ -240,9 +239,45 @@ class GapIntervals:
     draw_clean: np.ndarray | None = field(default=None, repr=False)
     draw_mitigated: np.ndarray | None = field(default=None, repr=False)
     signed: dict = field(default_factory=dict, repr=False)
-    prior_clean: SolvePrior | None = field(default=None, repr=False)
-    prior_mitigated: tuple[SolvePrior, ...] = field(default=(), repr=False)
-    variances: tuple[dict[str, np.ndarray], ...] = field(default=(), repr=False)
+    # The counts behind r_clean (N,) and r_mitigated (K, N): (correct, samples) each.
+    clean_counts: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    mitigated_counts: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    # The priors, variances and standard errors are computed when first asked for: the paired
+    # tests under the weak null need none of them, and the findings' simulations
+    # (tests/analysis/test_findings_simulated.py) run thousands of those tests.
+    @cached_property
+    def prior_clean(self) -> SolvePrior:
+        if self.clean_counts is None:
+            raise ValueError("these intervals carry no counts: build them with gap_intervals")
+        return fit_solve_prior(*self.clean_counts)
+
+    @cached_property
+    def prior_mitigated(self) -> tuple[SolvePrior, ...]:
+        if self.mitigated_counts is None:
+            raise ValueError("these intervals carry no counts: build them with gap_intervals")
+        correct, samples = self.mitigated_counts
+        return tuple(fit_solve_prior(c, m) for c, m in zip(correct, samples, strict=True))
+
+    @cached_property
+    def variances(self) -> tuple[dict[str, np.ndarray], ...]:
+        """Each strategy's per-question variances (:func:`_part_variances`)."""
+        return tuple(_part_variances(prior, self.prior_clean) for prior in self.prior_mitigated)
+
+    @cached_property
+    def se(self) -> dict[str, np.ndarray]:
+        """``se[metric]`` (K,): the standard errors of the linear metrics and of the signed
+        mean Δ behind G-APP (``"mean_delta"``) and G-AP (``"mean_draw"``)."""
+        n, k_count = self.n_questions, len(self.names)
+        out = {key: np.zeros(k_count) for key in (*LINEAR_METRICS, "mean_delta", "mean_draw")}
+        for k, var in enumerate(self.variances):
+            for metric in LINEAR_METRICS:
+                w = self.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
+                out[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
+            out["mean_delta"][k] = math.sqrt(float(var["delta"].sum())) / n
+            if self.draw_mitigated is not None:
+                out["mean_draw"][k] = math.sqrt(float(var["draw"].sum())) / n
+        return out
 
     @property
     def n_questions(self) -> int:
@@ -400,25 +435,14 @@ def gap_intervals(
     )
     weights = stratum_weights(r_clean, bins)
     stratum = strata(r_clean, bins=bins)
-    prior_clean = fit_solve_prior(clean_c, clean_m)
-    priors = tuple(fit_solve_prior(mit_c[k], mit_m[k]) for k in range(n_strategies))
-    se: dict[str, np.ndarray] = {key: np.zeros(n_strategies)
-                                 for key in (*LINEAR_METRICS, "mean_delta", "mean_draw")}
     signed = {"mean_delta": (r_mit - r_clean).mean(axis=1), "mean_draw": np.zeros(n_strategies)}
-    variances = tuple(_part_variances(prior, prior_clean) for prior in priors)
-    for k, var in enumerate(variances):
-        for metric in LINEAR_METRICS:
-            w = weights if metric in STRATIFIED else np.full(n, 1.0 / n)
-            se[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
-        se["mean_delta"][k] = math.sqrt(float(var["delta"].sum())) / n
-        if draws_m is not None and draws_c is not None:
-            signed["mean_draw"][k] = float((draws_m[k] - draws_c).mean())
-            se["mean_draw"][k] = math.sqrt(float(var["draw"].sum())) / n
+    if draws_m is not None and draws_c is not None:
+        signed["mean_draw"] = (draws_m - draws_c).mean(axis=1)
     return GapIntervals(
-        names=names, estimates=estimates, se=se, level=float(level),
-        n_resamples=int(n_resamples), seed=int(seed), r_clean=r_clean, r_mitigated=r_mit,
-        weights=weights, stratum=stratum, draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
-        prior_clean=prior_clean, prior_mitigated=priors, variances=variances,
+        names=names, estimates=estimates, level=float(level), n_resamples=int(n_resamples),
+        seed=int(seed), r_clean=r_clean, r_mitigated=r_mit, weights=weights, stratum=stratum,
+        draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
+        clean_counts=(clean_c, clean_m), mitigated_counts=(mit_c, mit_m),
     )
 
 
@@ -468,8 +492,6 @@ def difference_interval(gaps: GapIntervals, a: str, b: str, *,
         return Interval(estimate, math.nan, math.nan, gaps.level, too_few(gaps.n_questions))
     if ia == ib:  # the same samples: no difference to vary
         return Interval(0.0, 0.0, 0.0, gaps.level)
-    if gaps.prior_clean is None:
-        raise ValueError("these intervals carry no priors: build them with gap_intervals")
     part = _PART[metric]
     variance = (gaps.variances[ia][part] + gaps.variances[ib][part]
                 - 2 * _part_covariances(gaps.prior_mitigated[ia], gaps.prior_mitigated[ib],

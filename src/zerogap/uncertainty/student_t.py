@@ -4,7 +4,7 @@ zerogap's core is numpy-only, so the t reference of :func:`zerogap.uncertainty.c
 ``null="mean"`` is computed here rather than taken from scipy. With ``x = sqrt(df) tan θ`` the
 density becomes proportional to ``cos(θ) ** (df - 1)`` on (-π/2, π/2), a smooth integrand whose
 normaliser is ``sqrt(π) Γ(df/2) / Γ((df+1)/2)`` in closed form, so the CDF is one Simpson sum
-and a quantile a bisection over it (both accurate to about 1e-10 for df >= 1).
+and a quantile Newton's method on it (both accurate to about 1e-10 for df >= 1).
 
 Pure math and numpy.
 """
@@ -12,6 +12,7 @@ Pure math and numpy.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -45,8 +46,26 @@ def t_cdf(x: float, df: float) -> float:
     return 0.5 + half if x >= 0 else 0.5 - half
 
 
+def t_pdf(x: float, df: float) -> float:
+    """The density of Student's t with ``df`` degrees of freedom at ``x``.
+
+    Examples
+    --------
+    >>> round(t_pdf(0.0, 1), 6)  # the Cauchy density at 0: 1 / pi
+    0.31831
+    """
+    _check_df(df)
+    log_norm = 0.5 * math.log(df * math.pi) + math.lgamma(df / 2) - math.lgamma((df + 1) / 2)
+    return math.exp(-log_norm - (df + 1) / 2 * math.log1p(x * x / df))
+
+
 def t_quantile(prob: float, df: float) -> float:
-    """The ``prob`` quantile of Student's t with ``df`` degrees of freedom, by bisection.
+    """The ``prob`` quantile of Student's t with ``df`` degrees of freedom, by Newton's method.
+
+    For ``prob > 1/2`` the start is the normal quantile, at or below the t quantile (t's tails
+    are heavier), and the CDF is concave above 0, so every Newton step lands between the last
+    iterate and the root: the iterates rise to it without overshooting, a few t_cdf calls where
+    a bisection takes eighty.
 
     Examples
     --------
@@ -58,13 +77,10 @@ def t_quantile(prob: float, df: float) -> float:
         raise ValueError(f"prob must lie strictly between 0 and 1, got {prob!r}")
     if prob < 0.5:
         return -t_quantile(1.0 - prob, df)
-    low, high = 0.0, 1.0
-    while t_cdf(high, df) < prob:
-        high *= 2
-    for _ in range(80):
-        mid = (low + high) / 2
-        if t_cdf(mid, df) < prob:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
+    x = NormalDist().inv_cdf(prob)
+    for _ in range(200):
+        step = (prob - t_cdf(x, df)) / t_pdf(x, df)
+        x += max(step, 0.0)  # rounding near the root must not step back past it
+        if step <= 1e-13 * max(1.0, x):
+            break
+    return x
