@@ -71,13 +71,13 @@ class Allocation:
 
     ``samples`` (N,) each strategy's m for each question (the same for every strategy);
     ``reference`` (N,) the clean reference batch's m for each question (the study's m unless
-    it was allocated upward); ``weights`` (N,) each question's expected SA-PPG weight; ``spread`` (N,) the per-sample
-    standard deviation the rule used (1 everywhere without a pilot). With a pilot,
-    ``half_widths`` holds the predicted half-width (at ``level``, the questions fixed) of each
-    strategy's SA-PPG and of each pair's difference (``"a - b"``), and ``uniform_samples`` the
-    uniform m (the reference at the study's m) whose largest predicted half-width is the same as this
-    allocation's (None where none does: an allocated reference batch can pass what one at m
-    allows).
+    it was allocated upward); ``weights`` (N,) each question's expected SA-PPG weight;
+    ``spread`` (N,) the per-sample standard deviation the rule used (1 everywhere without a
+    pilot). With a pilot, ``half_widths`` holds the predicted half-width (at ``level``, the
+    questions fixed) of each strategy's SA-PPG and of each pair's difference (``"a - b"``), and
+    ``uniform_samples`` the uniform m of the strategies (the reference at the study's m) whose
+    largest predicted half-width is the same as this allocation's (None where none does: an
+    allocated reference batch can pass what one at m allows).
     """
 
     samples: np.ndarray = field(repr=False)
