@@ -150,3 +150,17 @@ def samples_drawn(plan: AllocationPlan, runs: Path, dirs: Mapping[str, Path],
     pilot = plan.inputs.get("pilot") or {"runs": {}}
     out["pilot"] = sum(drawn(runs / name) or 0 for name in pilot["runs"].values())
     return out
+
+
+def shift_record(plan: AllocationPlan, out: Path, clean: str, strategies: Mapping[str, str],
+                 level: float) -> dict[str, dict[str, float | None]]:
+    """Each strategy's shift of its expected SA-PPG at ``plan`` from uniform m
+    (:func:`~zerogap.analysis.allocation.plan_shifts`), read from the counts files the study
+    exported (paths relative to the study folder ``out``), for study.json."""
+    from zerogap.analysis.allocation import plan_shifts
+    from zerogap.io.counts import read_counts
+
+    reference = read_counts(out / clean)
+    runs = {label: read_counts(out / path).aligned_to(reference)
+            for label, path in strategies.items()}
+    return plan_shifts(plan, reference, runs, int(plan.inputs["bins"]), level)
