@@ -260,10 +260,10 @@ def shared_noise(joint, correct_a, correct_b, samples_a, samples_b,
     """
     joint, xa, xb = (np.asarray(v, float) for v in (joint, correct_a, correct_b))
     ma, mb = np.asarray(samples_a, float), np.asarray(samples_b, float)
-    if np.any(joint < np.maximum(xa + xb - ma, 0)) or np.any(joint > np.minimum(xa, xb)):
-        raise ValueError("joint counts must lie between max(0, X_a + X_b - m) and "
-                         "min(X_a, X_b) on every question")
     paired = (ma == mb) & (ma > 1)
+    if np.any(paired & ((joint < xa + xb - ma) | (joint > np.minimum(xa, xb)) | (joint < 0))):
+        raise ValueError("joint counts must lie between max(0, X_a + X_b - m) and "
+                         "min(X_a, X_b) on every question both strategies sampled m times")
     m = np.where(paired, ma, 2.0)
     one = np.where(paired, (joint - xa * xb / m) / (m - 1), 0.0)
     bound = np.sqrt(_bernoulli_mean(prior_a) * _bernoulli_mean(prior_b))
