@@ -370,16 +370,19 @@ DEMO = Profile("demo", n=128, m=8, bins=5, at_zero=0.20, at_one=0.15, shape=(0.7
 questions never solved); Identity memorises its leaked half (docs/demo-design.md)."""
 
 
-def shared_outcomes(rng: np.random.Generator, p: np.ndarray, samples: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def shared_outcomes(rng: np.random.Generator, p: np.ndarray, samples: np.ndarray, *,
+                    joint: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Counts (K, N) and paired joint counts (K, K, N) of strategies ``p`` (K, N) sampled
     ``samples`` (K, N) times on shared noise: sample j of question q is solved by strategy k
     when ``u[q, j] < p[k, q]``, one uniform for every strategy, as the engine keys its noise
     by (seed, question, sample index) so that two strategies' j-th samples agree until one of
-    them intervenes (here: as far as their solve probabilities allow)."""
+    them intervenes (here: as far as their solve probabilities allow). Without ``joint`` the
+    joint counts are not counted (None)."""
     top = int(samples.max())
     u = rng.random((p.shape[1], top))
     solved = (u[None] < p[:, :, None]) & (np.arange(top) < samples[:, :, None])  # (K, N, M)
+    if not joint:
+        return solved.sum(axis=2), None
     as_int = solved.astype(np.int32)
     return as_int.sum(axis=2), np.einsum("anj,bnj->abn", as_int, as_int)
 
