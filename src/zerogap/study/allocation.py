@@ -94,6 +94,7 @@ def allocate_setting(path: Path, study: StudySpec, s: Setting, repeat: Path,
             clean[0], clean[1],
             np.stack([c for c, _ in pilot]) if pilot else None,
             np.stack([m for _, m in pilot]) if pilot else None,
+            _joint(list(pilots.values()), ids) if pilot else None,
             budget=study.budget, target_half_width=study.target_half_width,
             names=list(pilots), bins=inputs["bins"], level=study.level,
             min_samples=study.min_samples, max_samples=inputs["max_samples"],
@@ -117,6 +118,34 @@ def _counts(run_dir: Path, ids: Sequence[str]):
         rows = {r["id"]: r for r in run_counts(store)}
     return (np.array([rows[q]["correct"] for q in ids]),
             np.array([rows[q]["samples"] for q in ids]))
+
+
+def _joint(runs: Sequence[Path], ids: Sequence[str]):
+    """(K, K, N) sample indices at which both of two pilots solved each question, or None when
+    a pilot's readout is not its plain samples (a filter's kept ones are not paired by index).
+
+    The pilots sample on one seed, so their j-th samples share noise until a strategy
+    intervenes: :func:`~zerogap.uncertainty.allocate_samples` reads that from these counts."""
+    import numpy as np
+
+    from zerogap.readout import readout_of
+    from zerogap.store import RunStore
+
+    index = {q: i for i, q in enumerate(ids)}
+    outcomes = []
+    for run in runs:
+        with RunStore(run, create=False) as store:
+            if readout_of(store.config()) != "plain":
+                return None
+            rows = [(index[r.question_id], r.sample, int(r.correct)) for r in store.samples()
+                    if r.question_id in index]
+        outcomes.append({(q, j): c for q, j, c in rows})
+    joint = np.zeros((len(runs), len(runs), len(ids)), dtype=np.int64)
+    for a, first in enumerate(outcomes):
+        for b, second in enumerate(outcomes):
+            for (q, j), c in first.items():
+                joint[a, b, q] += c * second.get((q, j), 0)
+    return joint
 
 
 def shortfall(run_dir: Path, plan: Mapping[str, int]) -> tuple[int, int]:
