@@ -19,10 +19,11 @@ import numpy as np
 
 from zerogap.metrics import strata
 from zerogap.uncertainty.allocation import allocate_samples
-from zerogap.uncertainty.floor import _stratified_means, noise_floor
+from zerogap.uncertainty.floor import noise_floor
 from zerogap.uncertainty.intervals import choose_bins, difference_interval, gap_intervals
 from zerogap.uncertainty.paired import compare
 from zerogap.uncertainty.solve_prior import fit_solve_prior
+from zerogap.uncertainty.stratification import _stratified_means
 from zerogap.uncertainty.verdicts import restoration_verdicts
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from zerogap.metrics import DEFAULT_BINS, restoration_gaps, solve_probability, strata
 from zerogap.uncertainty.solve_prior import SolvePrior, binomial_likelihood, fit_solve_prior
+from zerogap.uncertainty.stratification import strata_variances
 
 MIN_QUESTIONS = 12
 """Fewest questions for which intervals and verdicts are stated (the smallest N the calibration
@@ -298,7 +299,9 @@ class GapIntervals:
     priors of the clean and each mitigated run, and each strategy's per-question variances
     (:func:`_part_variances`), and ``shared`` (K, K, N), the covariance of each pair's
     readouts from noise they share (:func:`shared_noise`; None: independent), for
-    :func:`difference_interval`.
+    :func:`difference_interval`; ``strata_extra`` ``{part: (K, K)}`` the variance the strata
+    add to the stratified metrics and their differences
+    (:func:`~zerogap.uncertainty.stratification.strata_variances`).
     """
 
     names: tuple[str, ...]
@@ -318,6 +321,7 @@ class GapIntervals:
     prior_mitigated: tuple[SolvePrior, ...] = field(default=(), repr=False)
     variances: tuple[dict[str, np.ndarray], ...] = field(default=(), repr=False)
     shared: np.ndarray | None = field(default=None, repr=False)
+    strata_extra: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def n_questions(self) -> int:
@@ -415,7 +419,9 @@ def gap_intervals(
     Intervals are for the metric's expectation over new samples of these questions (see
     :mod:`zerogap.uncertainty`): estimate ± z · se, where se² sums each question's squared
     weight times the exact variance of its term under binomials, averaged over its
-    empirical-Bayes posteriors (clean and mitigated priors fitted separately). For
+    empirical-Bayes posteriors (clean and mitigated priors fitted separately), and for the
+    stratified metrics adds the variance of the strata themselves, which a new clean batch
+    redraws (:mod:`~zerogap.uncertainty.stratification`, simulated on ``seed``). For
     G-APP = |mean Δ| and G-AP the interval of the signed mean is folded onto |·|.
     ``n_resamples`` is the number of swap patterns :func:`~zerogap.uncertainty.paired.compare`
     uses (all of them, when 2^N is fewer).
@@ -488,6 +494,9 @@ def gap_intervals(
                                  for key in (*LINEAR_METRICS, "mean_delta", "mean_draw")}
     signed = {"mean_delta": (r_mit - r_clean).mean(axis=1), "mean_draw": np.zeros(n_strategies)}
     variances = tuple(_part_variances(prior, prior_clean) for prior in priors)
+    strata_extra = strata_variances(
+        r_clean, clean_m, r_mit,
+        mit_m, weights, bins, _PART_FUNCTIONS, seed)
     shared = None
     if joint_correct is not None:
         joint = np.asarray(joint_correct)
@@ -502,7 +511,8 @@ def gap_intervals(
     for k, var in enumerate(variances):
         for metric in LINEAR_METRICS:
             w = weights if metric in STRATIFIED else np.full(n, 1.0 / n)
-            se[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
+            extra = strata_extra[_PART[metric]][k, k] if metric in STRATIFIED else 0.0
+            se[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]) + extra)
         se["mean_delta"][k] = math.sqrt(float(var["delta"].sum())) / n
         if draws_m is not None and draws_c is not None:
             signed["mean_draw"][k] = float((draws_m[k] - draws_c).mean())
@@ -512,6 +522,7 @@ def gap_intervals(
         n_resamples=int(n_resamples), seed=int(seed), r_clean=r_clean, r_mitigated=r_mit,
         weights=weights, stratum=stratum, draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
         prior_clean=prior_clean, prior_mitigated=priors, variances=variances, shared=shared,
+        strata_extra=strata_extra,
     )
 
 
@@ -571,7 +582,9 @@ def difference_interval(gaps: GapIntervals, a: str, b: str, *,
                                         None if gaps.shared is None else gaps.shared[ia, ib]))
     n = gaps.n_questions
     w = gaps.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
-    se = math.sqrt(max(float(w**2 @ variance), 0.0))
+    extra = gaps.strata_extra[part][ia, ib] if metric in STRATIFIED and gaps.strata_extra \
+        else 0.0
+    se = math.sqrt(max(float(w**2 @ variance), 0.0) + extra)
     z = NormalDist().inv_cdf(0.5 + gaps.level / 2)
     return Interval(estimate, estimate - z * se, estimate + z * se, gaps.level)
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from zerogap.metrics import strata
-from zerogap.uncertainty.floor import _stratified_means
 from zerogap.uncertainty.intervals import _check_counts, _per_question
 from zerogap.uncertainty.solve_prior import SolvePrior, fit_solve_prior
+from zerogap.uncertainty.stratification import _stratified_means
 
 _CHUNK = 25
 
