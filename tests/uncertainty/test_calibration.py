@@ -269,12 +269,12 @@ def test_the_profiles_look_like_the_studies_they_stand_for():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("profile", "budget", "pilot"), [
-    (DEMO, 5, 0),     # the demo's precision at m = 8 for about 5 samples per question
-    (DEMO, 4, 2),     # a pilot of two samples per strategy gives the spread, then 4 more
-    (PAPER, 30, 0),   # the paper's precision at m = 50 for about 30
+@pytest.mark.parametrize(("profile", "budget", "pilot", "reps"), [
+    (DEMO, 5, 0, REPS),  # the demo's precision at m = 8 for about 5 samples per question
+    (DEMO, 4, 2, REPS),  # a pilot of two samples per strategy gives the spread, then 4 more
+    (PAPER, 20, 0, 30),  # the paper's size, about 20 samples and the reference allocated
 ])
-def test_allocated_studies_are_unbiased_and_hold_their_rates(profile, budget, pilot):
+def test_allocated_studies_are_unbiased_and_hold_their_rates(profile, budget, pilot, reps):
     # The allocation comes from the clean model's second batch (and a pilot the estimate does
     # not score): given it, every scored count is binomial at a fixed m. So the estimates are
     # unbiased for their expectation at the allocated m, the intervals cover it and the tests
@@ -284,7 +284,7 @@ def test_allocated_studies_are_unbiased_and_hold_their_rates(profile, budget, pi
     # ones, exact tests at 5% would fail one of the 27 in about one run of four.
     # The criteria are the bench's (--check): bias within a quarter of the stated half-width,
     # coverage and false positives judged by 99.9% Wilson intervals.
-    check = allocation_check(profile, REPS, budget=budget, pilot=pilot, seed=7,
+    check = allocation_check(profile, reps, budget=budget, pilot=pilot, seed=7,
                              reference_strategies=5)
     assert check.mean_samples <= budget
     assert check.failures() == []
