@@ -270,8 +270,8 @@ def test_the_profiles_look_like_the_studies_they_stand_for():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("profile", "budget", "pilot", "reps"), [
-    (DEMO, 5, 0, REPS),  # the demo's precision at m = 8 for about 5 samples per question
-    (DEMO, 4, 2, REPS),  # a pilot of two samples per strategy gives the spread, then 4 more
+    (DEMO, 5, 0, 100),  # the demo's precision at m = 8 for about 5 samples per question
+    (DEMO, 4, 2, 100),  # a pilot of two samples per strategy gives the spread, then 4 more
     (PAPER, 20, 0, 30),  # the paper's size, about 20 samples and the reference allocated
 ])
 def test_allocated_studies_are_unbiased_and_hold_their_rates(profile, budget, pilot, reps):

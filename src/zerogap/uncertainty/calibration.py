@@ -478,7 +478,8 @@ def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int =
             reference_strategies=reference_strategies, reference_samples=m)
         reference = rng.binomial(plan.reference, clean)
         alloc = np.broadcast_to(plan.samples, strategies.shape).copy()
-        alloc[[2, 4]] = np.maximum(np.floor(alloc[[2, 4]] * twin_share), 1).astype(np.int64)
+        alloc[[2, 4]] = np.maximum(np.floor(alloc[[2, 4]] * twin_share),
+                                   max(pilot if reuse_pilot else 0, 1)).astype(np.int64)
         counts, joint = shared_outcomes(rng, strategies,
                                         alloc - (pilot if reuse_pilot else 0))
         if reuse_pilot and first is not None:
