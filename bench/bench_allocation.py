@@ -1,216 +1,248 @@
-"""Benchmark: samples an allocated study needs for the precision of a uniform one (issue 48).
+"""Benchmark: samples an allocated study needs for the precision of a uniform one (issues 48, 60).
 
-For each profile (zerogap.uncertainty.calibration.PAPER: Llama-2 x GSM8K as the paper shows it,
-1,319 questions at m = 50, B = 50; DEMO: the embedded demo's 128 questions at m = 8, B = 5),
-one benchmark is drawn and held fixed (its clean model, a RailCap-like strategy and Identity),
-and simulated studies of it are scored as a study would score them:
+For each profile (zerogap.uncertainty.calibration: PAPER, Llama-2 x GSM8K as the paper shows it,
+1,319 questions at m = 50, B = 50; the PAPER_MATCHED ones, other clean models with the same
+published figures; DEMO, the embedded demo's 128 questions at m = 8, B = 5), one benchmark is
+drawn and held fixed (its clean model, a RailCap-like strategy and Identity), and simulated
+studies of it are scored as a study would score them. Both strategies sample on shared noise
+(``shared_outcomes``: sample j of a question agrees between them as far as their solve
+probabilities allow, as the engine's noise keyed by (seed, question, sample index) makes it),
+and the intervals are given their paired outcomes.
 
 * uniform: the clean reference batch and both strategies at the profile's m;
-* allocated: the clean model's second batch places the questions in strata, both strategies
-  get ``allocate_samples`` of a budget (every stratum an equal share), the reference batch
-  stays at m;
-* allocated with a pilot: the same, with the spread of each question from a pilot of ``--pilot``
-  samples per strategy drawn apart (its samples are counted as spent, not scored).
+* allocated, reference at m: the clean model's second batch places the questions in strata and
+  both strategies get ``allocate_samples`` of a budget;
+* allocated, reference allocated: the same, with the reference batch allocated upward from the
+  second batch for a study of K = 5 sampled strategies (``reference_strategies=5``).
 
-Precision is that of the RailCap - Identity SA-PPG difference on these questions, read two
-ways: the 95% half-width a study states (``difference_interval``, mean over ``--reps`` studies)
-and 1.96 standard deviations of the estimate over ``--truth-reps`` studies (its real spread).
-For each allocated rule and each reading, the budget that matches the uniform study is found
-by bisection (the same simulated studies at every step); the ratio of samples is printed for
-the strategies and for a study with the clean model at m and K strategies. The target is at
-most 0.40 of uniform's samples at the paper's size. Printed beside it: the bound no allocation
-of the strategies' samples can beat, Neyman's with the true solve probabilities,
-``(Σ w σ)² / (N Σ w² σ²)`` (Cauchy-Schwarz); the expected difference under each design; and the
-weak null's half-width (``compare(..., null="mean")``, for a new draw of questions), which the
-allocation cannot narrow.
+Precision is that of each target (RailCap's and Identity's SA-PPG and their difference) on
+these questions: 1.96 standard deviations of its estimate over ``--reps`` studies. The budget
+whose every target is at least as precise as uniform's is found by bisection (the same
+simulated noise at every step). Printed per design: the samples per question and strategy,
+the reference's, and the share of uniform's samples for a whole study of the clean reference
+and K = 5 strategies; each strategy's shift (its expected SA-PPG at the plan less uniform's, in
+uniform's half-widths); the stated half-widths (``--stated`` studies: their mean, and the
+difference's without the paired outcomes); and the coverage of each target's expectation at
+the plan (the mean estimate over the studies) by estimate ± the stated half-width. Beside them:
+the bound of any allocation fixed before the reference batch (Neyman's with the true solve
+probabilities) and its spread over ``--draws`` benchmarks of the same profile.
+
+The target on PAPER: a whole study at most 0.53 of uniform's samples, every coverage at least
+0.94; the command exits 1 when it is not met.
 
 With ``--check`` it prints instead the calibration of allocated studies
-(``zerogap.uncertainty.calibration.allocation_check``, ``--reps`` replicates a row): the bias
-of each estimate against its expectation at the allocated m, that expectation's shift from the
-uniform study's, the intervals' coverage and the paired tests' false-positive rates, for the
-pilot scored apart and for the pooled two-stage design that scores it.
+(``zerogap.uncertainty.calibration.allocation_check``, ``--reps`` replicates a row) and judges
+each row by ``AllocationCheck.failures`` (bias within a quarter of the half-width, coverage,
+false positives); it exits 1 when a row fails, and ``--broken`` runs a deliberately broken plan
+(the copies sampled at half the plan's m) that must fail.
 
 With ``--wall`` it times instead what an allocated study saves on the demo's own model, the
 embedded SmolLM2-135M, as ``zerogap evaluate`` runs it: a small uniform study (``--questions``
 arith questions, Identity and RailCap, m = ``-m``) and an allocated one whose budget is
-``--share`` of m (default 0.71: the share the simulation above finds for uniform's stated
-half-width on the demo's profile), each from an empty folder, alternately (``--repeat``), with
+``--share`` of m (default 0.71), each from an empty folder, alternately (``--repeat``), with
 the load average before and after each. It prints each study's wall time (the whole command,
 and its jobs alone), the samples it drew, and the RailCap - Identity SA-PPG difference with the
 half-width it states, so the precision each reached is read beside its cost.
 
-    python bench/bench_allocation.py [--profile paper demo] [--reps 40] [--truth-reps 400]
-    python bench/bench_allocation.py --check [--profile demo paper] [--reps 200]
+    python bench/bench_allocation.py [--profile paper paper-beta ...] [--reps 100] [--stated 8]
+    python bench/bench_allocation.py --check [--profile demo paper] [--reps 200] [--broken]
     python bench/bench_allocation.py --wall [--questions 24] [-m 8] [--share 0.71] [--repeat 1]
 """
 
 import argparse
 import os
+import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from zerogap.metrics import restoration_gaps, strata
-from zerogap.uncertainty import allocate_samples, compare, difference_interval, gap_intervals
-from zerogap.uncertainty.calibration import DEMO, PAPER, Profile, allocation_check
+from zerogap.uncertainty import allocate_samples, difference_interval, gap_intervals
+from zerogap.uncertainty.calibration import (
+    DEMO,
+    PAPER,
+    PAPER_MATCHED,
+    Profile,
+    allocation_check,
+    shared_outcomes,
+)
+from zerogap.uncertainty.solve_prior import binomial_likelihood
 
 NAMES = ["railcap", "identity"]
-STRATEGIES_IN_A_STUDY = (2, 5)  # this benchmark's, and the paper's sampled strategies
-RULES = {"allocated": "allocated, the clean second batch alone",
-         "pilot": "allocated with a pilot per strategy"}
+TARGETS = ("railcap", "identity", "railcap - identity")
+STRATEGIES = 5  # the paper's sampled strategies: the whole study's K
+PROFILES = {p.name: p for p in (PAPER, *PAPER_MATCHED, DEMO)}
+DESIGNS = {"reference at m": None, "reference allocated": STRATEGIES}
+GOAL = {"share": 0.53, "coverage": 0.94}
 
 
-def sampled(profile: Profile, truth, rule: str, budget: float, reps: int, *, pilot: int,
-            seed: int):
-    """``reps`` simulated studies of one design: per study the clean reference counts, the
-    strategies' counts (2, N), their samples per question (N,) and the samples spent."""
-    rng = np.random.default_rng(seed)
-    clean, railcap, identity = truth
-    strategies = np.stack([railcap, identity])
+def plan_of(profile: Profile, second, budget: float | None, reference: int | None):
+    """(samples, reference) per question: uniform m (``budget`` None) or the allocation."""
     n, m = profile.n, profile.m
-    for _ in range(reps):
-        reference, second = rng.binomial(m, clean, size=(2, n))
-        if rule == "uniform":
-            samples, spent = np.full(n, int(round(budget))), float(round(budget))
-        else:
-            first = rng.binomial(pilot, strategies) if rule == "pilot" else None
-            extra = pilot if rule == "pilot" else 0
-            plan = allocate_samples(
-                second, np.full(n, m), first,
-                None if first is None else np.full(first.shape, pilot),
-                budget=budget - extra, bins=profile.bins)
-            samples, spent = plan.samples, plan.mean_samples + extra
-        yield reference, rng.binomial(samples, strategies), samples, spent
+    if budget is None:
+        return np.full(n, m), np.full(n, m)
+    plan = allocate_samples(second, np.full(n, m), budget=budget, bins=profile.bins,
+                            max_samples=8 * m, reference_strategies=reference)
+    return plan.samples, plan.reference
 
 
-def stated(profile, truth, rule, budget, reps, *, pilot, seed) -> dict:
-    """Mean half-widths a study states (the difference on these questions, the weak null's)."""
-    half, weak = [], []
-    for reference, counts, samples, _ in sampled(profile, truth, rule, budget, reps,
-                                                 pilot=pilot, seed=seed):
-        gaps = gap_intervals(reference, np.full(profile.n, profile.m), counts,
-                             np.stack([samples] * 2), names=NAMES, bins=profile.bins,
-                             n_resamples=1)
-        ci = difference_interval(gaps, *NAMES)
-        test = compare(gaps, *NAMES, null="mean")
-        half.append((ci.high - ci.low) / 2)
-        weak.append((test.high - test.low) / 2)
-    return {"half": float(np.mean(half)), "weak": float(np.mean(weak))}
-
-
-def spread(profile, truth, rule, budget, reps, *, pilot, seed) -> dict:
-    """1.96 sd and mean of the difference's estimate over studies, and the samples spent."""
-    estimates, spent = [], []
-    m = profile.m
-    for reference, counts, samples, cost in sampled(profile, truth, rule, budget, reps,
-                                                    pilot=pilot, seed=seed):
-        r_clean = reference / m
+def studies(profile: Profile, truth, budget, reference, reps: int, stated: int, seed: int
+            ) -> dict:
+    """``reps`` studies of one design: estimates (reps, 3), samples spent, and for the first
+    ``stated`` the stated half-widths (3,) and the difference's without paired outcomes."""
+    clean, railcap, identity = truth
+    both = np.stack([railcap, identity])
+    estimates, spent, ref_spent, half, independent = [], [], [], [], []
+    for i in range(reps):
+        rng = np.random.default_rng([seed, i])
+        second = rng.binomial(profile.m, clean)
+        samples, ref_m = plan_of(profile, second, budget, reference)
+        reference_counts = rng.binomial(ref_m, clean)
+        counts, joint = shared_outcomes(rng, both, np.stack([samples, samples]),
+                                        joint=i < stated)
+        r_clean = reference_counts / ref_m
         a, b = (restoration_gaps(r_clean, counts[k] / samples, bins=profile.bins).sa_ppg
                 for k in range(2))
-        estimates.append(a - b)
-        spent.append(cost)
-    return {"half": 1.96 * float(np.std(estimates, ddof=1)), "mean": float(np.mean(estimates)),
-            "spent": float(np.mean(spent))}
+        estimates.append((a, b, a - b))
+        spent.append(samples.mean())
+        ref_spent.append(ref_m.mean())
+        if i < stated:
+            gaps = gap_intervals(reference_counts, ref_m, counts, np.stack([samples] * 2),
+                                 names=NAMES, bins=profile.bins, n_resamples=1,
+                                 joint_correct=joint)
+            cis = [gaps.interval("railcap", "sa_ppg"), gaps.interval("identity", "sa_ppg"),
+                   difference_interval(gaps, *NAMES)]
+            half.append([ci.high - ci.estimate for ci in cis])
+            alone = difference_interval(replace(gaps, shared=None), *NAMES)
+            independent.append(alone.high - alone.estimate)
+    est = np.asarray(estimates)
+    out = {"mean": est.mean(axis=0), "sd": est.std(axis=0, ddof=1), "estimates": est,
+           "samples": float(np.mean(spent)), "reference": float(np.mean(ref_spent))}
+    if stated:
+        out["half"] = np.mean(half, axis=0)
+        out["independent"] = float(np.mean(independent))
+    return out
 
 
-def matching_budget(measure, goal: float, low: float, high: float) -> float:
-    """The smallest budget whose half-width is at most ``goal`` (bisection, 7 steps)."""
-    for _ in range(7):
+def matching_budget(profile, truth, reference, goal_sd, reps, seed) -> float | None:
+    """The smallest budget whose every target's sd is at most uniform's (bisection, 6 steps);
+    None when even m does not reach it."""
+    low, high = 1.0, float(profile.m)
+    if not np.all(studies(profile, truth, high, reference, reps, 0, seed)["sd"] <= goal_sd):
+        return None
+    for _ in range(6):
         mid = (low + high) / 2
-        if measure(mid)["half"] <= goal:
+        found = studies(profile, truth, mid, reference, reps, 0, seed)
+        if np.all(found["sd"] <= goal_sd):
             high = mid
         else:
             low = mid
     return high
 
 
-def neyman_bound(profile: Profile, truth) -> tuple[float, float]:
-    """The least share of uniform's strategy samples any allocation needs for the same variance
-    of the difference, knowing every solve probability: ``(Σ w σ)² / (N Σ w² σ²)``; and the
-    same with every σ equal, the part the strata's sizes give (their harmonic mean over their
-    arithmetic mean)."""
+def design_bound(profile: Profile, truth) -> float:
+    """The least share of uniform's strategy samples any allocation fixed before the reference
+    batch needs for the same variance of the difference: Neyman's with the true solve
+    probabilities and the strata's expected weights (each question's chance of each stratum at
+    m), ``(Σ w σ)² / (N Σ w² σ²)`` by Cauchy-Schwarz."""
     clean, railcap, identity = truth
-    _, inverse, sizes = np.unique(strata(clean, bins=profile.bins), return_inverse=True,
-                                  return_counts=True)
-    w = 1.0 / (sizes.size * sizes[inverse])
+    m, bins = profile.m, profile.bins
+    counts = np.arange(m + 1)
+    landing = np.zeros((profile.n, bins))
+    pmf = binomial_likelihood(counts, np.full(m + 1, m), clean).T  # (N, m + 1)
+    np.add.at(landing.T, strata(counts / m, bins=bins), pmf.T)
+    sizes = landing.sum(axis=0)
+    nonempty = float((1 - np.exp(np.log1p(-np.minimum(landing, 1 - 1e-12)).sum(axis=0))).sum())
+    w = (landing / (nonempty * (1 + sizes - landing))).sum(axis=1)
     sigma = np.sqrt(railcap * (1 - railcap) + identity * (1 - identity))
-    return (float((w * sigma).sum() ** 2 / (profile.n * (w**2 * sigma**2).sum())),
-            float(w.sum() ** 2 / (profile.n * (w**2).sum())))
+    return float((w * sigma).sum() ** 2 / (profile.n * (w**2 * sigma**2).sum()))
 
 
-def bench(profile: Profile, reps: int, truth_reps: int, pilot: int, seed: int) -> None:
+def bench(profile: Profile, reps: int, stated: int, draws: int, seed: int) -> bool:
+    """Print one profile's designs; True when it meets the goal (PAPER only is judged)."""
     truth = profile.draw(np.random.default_rng(seed))
-    m = profile.m
-    print(f"\n{profile.name}: N = {profile.n}, m = {m}, B = {profile.bins}; clean model, "
-          f"RailCap-like and Identity; {reps} studies per stated half-width, {truth_reps} per "
-          f"spread of the estimate; load average {os.getloadavg()[0]:.1f}")
-    start = time.time()
-    uniform = stated(profile, truth, "uniform", m, reps, pilot=pilot, seed=seed + 1)
-    real = spread(profile, truth, "uniform", m, truth_reps, pilot=pilot, seed=seed + 1)
-    print(f"  uniform m = {m}: stated half-width {uniform['half']:.4f}, 1.96 sd of the "
-          f"estimate {real['half']:.4f}; expected difference {real['mean']:+.4f}; weak null's "
-          f"half-width {uniform['weak']:.4f}")
-    shares = {}
-    for rule, label in RULES.items():
-        if rule == "pilot" and not pilot:
+    m, start = profile.m, time.time()
+    print(f"\n{profile.name}: N = {profile.n}, m = {m}, B = {profile.bins}; 0/{m} on "
+          f"{(np.random.default_rng(seed).binomial(m, truth[0]) == 0).mean():.0%} of questions, "
+          f"mean clean solve probability {truth[0].mean():.2f}; shared noise; {reps} studies "
+          f"per design, {stated} stated; load average {os.getloadavg()[0]:.1f}")
+    uniform = studies(profile, truth, None, None, reps, stated, seed + 1)
+    goal = 1.96 * uniform["sd"]
+    print("  uniform m = {}: 1.96 sd {}; stated half-width {}; the difference's without the "
+          "paired outcomes {:.4f}".format(
+              m, ", ".join(f"{k} {v:.4f}" for k, v in zip(TARGETS, goal, strict=True)),
+              ", ".join(f"{v:.4f}" for v in uniform["half"]), uniform["independent"]))
+    met = True
+    for design, reference in DESIGNS.items():
+        budget = matching_budget(profile, truth, reference, uniform["sd"], reps, seed + 2)
+        if budget is None:
+            print(f"  {design}: no budget up to m = {m} is as precise as uniform on every "
+                  "target")
+            met = met and not (design == "reference allocated" and profile is PAPER)
             continue
-        low = 1.0 + (pilot if rule == "pilot" else 0)
-        for reading, goal, measure in (
-                ("stated half-width", uniform["half"],
-                 lambda b, r=rule: stated(profile, truth, r, b, reps, pilot=pilot,
-                                          seed=seed + 2)),
-                ("1.96 sd of the estimate", real["half"],
-                 lambda b, r=rule: spread(profile, truth, r, b, truth_reps, pilot=pilot,
-                                          seed=seed + 2))):
-            budget = matching_budget(measure, goal, low, float(m))
-            found = spread(profile, truth, rule, budget, truth_reps, pilot=pilot,
-                           seed=seed + 3)
-            share = found["spent"] / m
-            shares[f"{rule}, {reading}"] = share
-            totals = ", ".join(f"K = {k}: {(1 + k * share) / (1 + k):.2f}"
-                               for k in STRATEGIES_IN_A_STUDY)
-            same_cost = spread(profile, truth, "uniform", round(found["spent"]), truth_reps,
-                               pilot=pilot, seed=seed + 3)["mean"]
-            seen = stated(profile, truth, rule, budget, reps, pilot=pilot, seed=seed + 3)
-            print(f"  {label}{f' ({pilot})' if rule == 'pilot' else ''}, same {reading}: "
-                  f"{found['spent']:.1f} samples per question and strategy, {share:.2f} of "
-                  f"uniform's (study with the clean model at m and K strategies: {totals}); "
-                  f"expected difference {found['mean']:+.4f} (uniform at the same cost, "
-                  f"m = {round(found['spent'])}: {same_cost:+.4f}); stated half-width "
-                  f"{seen['half']:.4f}, 1.96 sd {found['half']:.4f}, weak null's half-width "
-                  f"{seen['weak']:.4f}")
-    bound, weights_alone = neyman_bound(profile, truth)
-    print(f"  bound for any allocation of the strategies' samples (true solve probabilities): "
-          f"{bound:.2f} of uniform's; from the strata's sizes alone {weights_alone:.2f}")
-    best = min(shares, key=shares.get)
-    print(f"  target, at most 0.40 of uniform's samples: "
-          f"{'met' if shares[best] <= 0.40 else 'not met'} (best {shares[best]:.2f} of the "
-          f"strategies' samples: {best}; {time.time() - start:.0f} s)")
+        found = studies(profile, truth, budget, reference, reps, stated, seed + 3)
+        share = (found["reference"] + STRATEGIES * found["samples"]) / ((1 + STRATEGIES) * m)
+        shift = (found["mean"] - uniform["mean"]) / goal
+        cover = (np.abs(found["estimates"] - found["mean"]) <= found["half"]).mean(axis=0)
+        print(f"  {design}: budget {budget:.2f}, {found['samples']:.1f} samples per question "
+              f"and strategy ({found['samples'] / m:.2f} of uniform's), reference "
+              f"{found['reference']:.1f}; whole study (reference + K = {STRATEGIES}): "
+              f"{share:.2f} of uniform's samples")
+        print("    shift in uniform's half-widths: " + ", ".join(
+            f"{k} {v:+.2f}" for k, v in zip(TARGETS, shift, strict=True)))
+        print("    stated half-width " + ", ".join(
+            f"{k} {v:.4f}" for k, v in zip(TARGETS, found["half"], strict=True))
+            + f" (difference without paired outcomes {found['independent']:.4f}); coverage "
+            + ", ".join(f"{k} {v:.3f}" for k, v in zip(TARGETS, cover, strict=True)))
+        if design == "reference allocated" and profile is PAPER:
+            met = share <= GOAL["share"] and bool(np.all(cover >= GOAL["coverage"]))
+    bounds = [design_bound(profile, profile.draw(np.random.default_rng([seed, 9, d])))
+              for d in range(draws)]
+    print(f"  bound of allocations fixed before the reference batch (strategies' samples): "
+          f"{design_bound(profile, truth):.2f} on this draw; over {draws} draws "
+          f"{min(bounds):.2f}-{max(bounds):.2f} (median {np.median(bounds):.2f})")
+    if profile is PAPER:
+        print(f"  target, whole study at most {GOAL['share']} of uniform's samples with every "
+              f"coverage at least {GOAL['coverage']}: {'met' if met else 'not met'} "
+              f"({time.time() - start:.0f} s)")
+    else:
+        print(f"  ({time.time() - start:.0f} s)")
+    return met
 
 
 CHECKS = {"demo": [(5, 0, False), (4, 2, False), (4, 2, True)], "paper": [(30, 0, False)]}
 """Per profile: main budget, pilot samples per strategy, whether the pilot is scored."""
 
 
-def check(profile: Profile, reps: int, seed: int) -> None:
+def check(profile: Profile, reps: int, seed: int, broken: bool) -> bool:
+    """Print the calibration rows of one profile; True when every row meets its criteria."""
     print(f"\n{profile.name}: N = {profile.n}, m = {profile.m}, B = {profile.bins}; {reps} "
-          f"allocated studies a row; load average {os.getloadavg()[0]:.1f}")
+          f"allocated studies a row, shared noise, reference allocated for K = {STRATEGIES}"
+          f"{'; BROKEN plan: the copies at half the m' if broken else ''}; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    held = True
     for budget, pilot, reused in CHECKS[profile.name]:
         start = time.time()
         res = allocation_check(profile, reps, budget=budget, pilot=pilot, reuse_pilot=reused,
-                               seed=seed)
+                               reference_strategies=STRATEGIES,
+                               twin_share=0.5 if broken else 1.0, seed=seed)
         design = ("no pilot" if not pilot else
                   f"pilot {pilot} {'scored (pooled)' if reused else 'apart'}")
         print(f"  budget {budget}, {design}: {res.mean_samples:.2f} samples per question and "
               f"strategy ({time.time() - start:.0f} s)")
         for key, (bias, se) in res.bias.items():
             low, high = res.coverage[key].interval
-            print(f"    {key:<20} bias {bias:+.4f} ± {se:.4f}  shift from uniform "
-                  f"{res.shift[key]:+.4f}  coverage {res.coverage[key].rate:.3f} "
-                  f"[{low:.3f}, {high:.3f}]")
+            print(f"    {key:<20} bias {bias:+.4f} ± {se:.4f} (half-width "
+                  f"{res.half_width[key]:.4f})  shift from uniform {res.shift[key]:+.4f}  "
+                  f"coverage {res.coverage[key].rate:.3f} [{low:.3f}, {high:.3f}]")
         for key, rate in res.false_positive.items():
             low, high = rate.interval
             print(f"    false positives, {key:<20} {rate.rate:.3f} [{low:.3f}, {high:.3f}]")
+        failures = res.failures()
+        print("    criteria: " + ("held" if not failures else "FAILED: " + "; ".join(failures)))
+        held = held and not failures
+    return held
 
 
 def study_wall(kind: str, questions: int, m: int, budget: float | None, args) -> dict:
@@ -275,16 +307,19 @@ def wall(args) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", nargs="+", choices=("paper", "demo"),
-                        default=["paper", "demo"])
+    parser.add_argument("--profile", nargs="+", choices=tuple(PROFILES), default=None)
     parser.add_argument("--reps", type=int, default=None,
-                        help="studies per stated half-width (default 40), or per row of "
-                             "--check (default 200)")
-    parser.add_argument("--truth-reps", type=int, default=400)
-    parser.add_argument("--pilot", type=int, default=2)
+                        help="studies per design (default 100), or per row of --check "
+                             "(default 200)")
+    parser.add_argument("--stated", type=int, default=8,
+                        help="studies per design whose intervals are computed")
+    parser.add_argument("--draws", type=int, default=10,
+                        help="benchmarks of each profile for the bound's spread")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true",
                         help="print the calibration of allocated studies instead")
+    parser.add_argument("--broken", action="store_true",
+                        help="--check: a deliberately broken plan, which must fail")
     parser.add_argument("--wall", action="store_true",
                         help="time a uniform and an allocated study of the embedded model "
                              "instead")
@@ -300,14 +335,20 @@ def main():
     args = parser.parse_args()
     if args.wall:
         wall(args)
-        return
-    for name in args.profile:
-        profile = {"paper": PAPER, "demo": DEMO}[name]
-        if args.check:
-            check(profile, args.reps or 200, args.seed)
-        else:
-            bench(profile, args.reps or 40, args.truth_reps, args.pilot, args.seed)
+        return 0
+    ok = True
+    if args.check:
+        for name in args.profile or ["demo", "paper"]:
+            if name not in CHECKS:
+                print(f"--check: no rows for profile {name!r}; have {', '.join(CHECKS)}",
+                      file=sys.stderr)
+                return 2
+            ok = check(PROFILES[name], args.reps or 200, args.seed, args.broken) and ok
+        return 0 if ok else 1
+    for name in args.profile or list(PROFILES):
+        ok = bench(PROFILES[name], args.reps or 100, args.stated, args.draws, args.seed) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -112,6 +112,12 @@ def test_every_strategy_samples_at_the_recorded_plan(allocated):
     assert "allocation: budget 3" in summary_table(report)
     assert "Allocated samples (tiny-toy)" in report.html.read_text()
     assert "allocation: budget 3" in report.markdown.read_text()
+    # each strategy's shift of SA-PPG at the plan from uniform m: in study.json and the report
+    shift = entry["allocation"]["shift"]
+    assert {"identity", "railcap", "ted"} <= set(shift)
+    assert all(isinstance(s["shift"], float) and s["se"] >= 0 for s in shift.values())
+    assert any(line.startswith("  shift of each strategy's expected SA-PPG") for line in lines)
+    assert "shift of each strategy's expected SA-PPG" in report.markdown.read_text()
 
 
 def test_teds_readout_counts_its_kept_samples_among_the_first_m_q(allocated):

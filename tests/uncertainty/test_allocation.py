@@ -160,3 +160,83 @@ def test_a_pilot_must_match_the_clean_batch():
         allocate_samples(c, m, first, budget=5)
     with pytest.raises(ValueError, match="1 names for 2 strategies"):
         allocate_samples(c, m, first, samples, budget=5, names=["a"])
+
+
+def _shared(rng, p, m):
+    """Counts (K, N) and joint counts (K, K, N) of strategies sampled on one noise."""
+    from zerogap.uncertainty.calibration import shared_outcomes
+
+    return shared_outcomes(rng, p, np.full(p.shape, m))
+
+
+def test_shared_noise_narrows_a_difference_most_where_the_samples_are_the_same():
+    from zerogap.uncertainty import difference_interval, gap_intervals
+
+    rng = np.random.default_rng(3)
+    n, m = 200, 10
+    p = rng.beta(0.7, 0.7, n)
+    moved = np.where(np.arange(n) < n // 2, np.minimum(p + 0.3, 1.0), p)
+    for strategies, most in ((np.stack([p, p]), 0.6), (np.stack([moved, p]), 1.0)):
+        counts, joint = _shared(rng, strategies, m)
+        apart = gap_intervals(rng.binomial(m, p), np.full(n, m), counts, np.full((2, n), m),
+                              bins=5, n_resamples=1)
+        paired = gap_intervals(rng.binomial(m, p), np.full(n, m), counts, np.full((2, n), m),
+                               bins=5, n_resamples=1, joint_correct=joint)
+        wide, narrow = (difference_interval(g, "s0", "s1") for g in (apart, paired))
+        assert narrow.high - narrow.low < most * (wide.high - wide.low)
+        assert narrow.low <= narrow.estimate <= narrow.high
+
+
+def test_impossible_joint_counts_are_refused():
+    from zerogap.uncertainty import gap_intervals
+
+    with pytest.raises(ValueError, match="joint counts must lie"):
+        gap_intervals([3] * 12, [5] * 12, [[2] * 12, [2] * 12], [[5] * 12] * 2,
+                      joint_correct=np.full((2, 2, 12), 3))
+    with pytest.raises(ValueError, match="joint_correct must have shape"):
+        gap_intervals([3] * 12, [5] * 12, [[2] * 12, [2] * 12], [[5] * 12] * 2,
+                      joint_correct=np.zeros((2, 12)))
+
+
+def test_the_reference_is_allocated_upward_most_where_a_question_is_alone():
+    rng = np.random.default_rng(4)
+    n = 200
+    p = np.r_[np.zeros(150), np.linspace(0.05, 0.95, 50)]
+    c, m = rng.binomial(20, p), np.full(n, 20)
+    plan = allocate_samples(c, m, budget=10, bins=10, reference_strategies=5)
+    assert np.all(plan.reference >= 20)
+    assert plan.reference[:150].max() == 20  # one crowded stratum: the study's m suffices
+    assert plan.reference[150:].max() > 20
+    kept = allocate_samples(c, m, budget=10, bins=10)
+    assert np.all(kept.reference == 20) and np.array_equal(kept.samples, plan.samples)
+
+
+def test_targets_buy_fewer_samples_with_the_reference_allocated_and_shared_noise():
+    rng = np.random.default_rng(5)
+    n = 300
+    p = np.r_[np.zeros(100), rng.beta(0.7, 0.7, 200)]
+    c, m = rng.binomial(20, p), np.full(n, 20)
+    pilot, joint = _shared(rng, np.stack([p, np.minimum(p + 0.1, 1.0)]), 4)
+    samples = np.full(pilot.shape, 4)
+    plain = allocate_samples(c, m, pilot, samples, target_half_width=0.04, bins=10)
+    paired = allocate_samples(c, m, pilot, samples, joint, target_half_width=0.04, bins=10)
+    upward = allocate_samples(c, m, pilot, samples, joint, target_half_width=0.04, bins=10,
+                              reference_strategies=2)
+    assert paired.samples.sum() <= plain.samples.sum()
+    assert upward.samples.sum() <= paired.samples.sum()
+    assert max(upward.half_widths.values()) <= 0.04 and np.all(upward.reference >= 20)
+
+
+def test_a_plan_at_uniform_m_shifts_nothing_and_fewer_samples_inflate():
+    from zerogap.uncertainty import allocation_shift
+
+    rng = np.random.default_rng(6)
+    n, m = 300, 10
+    p = rng.beta(0.5, 1.0, n)
+    clean, mit = rng.binomial(m, p), rng.binomial(m, [p, np.minimum(p + 0.2, 1)])
+    same, se = allocation_shift(clean, np.full(n, m), mit, np.full((2, n), m), m, m, m,
+                                bins=5)
+    assert np.all(np.abs(same) <= 4 * se + 1e-12)
+    fewer, se = allocation_shift(clean, np.full(n, m), mit, np.full((2, n), m), 3, m, m,
+                                 bins=5)
+    assert np.all(fewer > 3 * se)

@@ -107,7 +107,7 @@ def test_the_difference_interval_is_the_weighted_sum_of_those_variances():
     c = fit_solve_prior(clean, m)
     variance = (_part_variances(a, c)["abs"] + _part_variances(b, c)["abs"]
                 - 2 * _part_covariances(a, b, c, "abs"))
-    half = 1.959964 * math.sqrt(gaps.weights**2 @ variance)
+    half = 1.959964 * math.sqrt(gaps.weights**2 @ variance + gaps.strata_extra["abs"][0, 1])
     assert (ci.high - ci.low) / 2 == pytest.approx(half, rel=1e-5) and half > 0
 
 

@@ -14,6 +14,11 @@ runs), ``samples`` (question id -> m), ``mean_samples``, ``level``, ``half_width
 each strategy's SA-PPG and each pair's difference; empty without a pilot) and
 ``uniform_samples`` (the uniform m with the same largest predicted half-width; null without a
 pilot). Torch-free.
+
+What the plan moves: each strategy's expected SA-PPG at the plan differs from a uniform study's
+at m (:func:`plan_shifts`, simulated as the noise floor is); the report states it beside the
+allocation, in the half-widths of the strategy's interval, and ``study.json`` records it in the
+setting's ``allocation`` entry (``shift``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from zerogap.errors import DataError
+from zerogap.io.counts import QuestionCounts
 from zerogap.io.files import write_text
 from zerogap.io.jsonlines import read_json_object
 
@@ -62,10 +68,12 @@ class AllocationPlan:
                 "mean_samples": self.mean_samples, "level": self.level,
                 "half_widths": self.half_widths, "uniform_samples": self.uniform_samples}
 
-    def lines(self, spent: Mapping[str, int]) -> list[str]:
+    def lines(self, spent: Mapping[str, int],
+              shifts: Mapping[str, Mapping[str, float | None]] | None = None) -> list[str]:
         """Plain-text lines for the report: the rule and its inputs, the spread of m, the
         samples each run drew (``spent``: run label -> samples, ``"pilot"`` the pilots' sum),
-        and what a uniform m of the same largest predicted half-width would have cost."""
+        what a uniform m of the same largest predicted half-width would have cost, and each
+        strategy's shift (:func:`plan_shifts`)."""
         inputs = self.inputs
         m = np.array(list(self.samples.values()))
         size = (f"budget {inputs['budget']:g} samples per question and strategy"
@@ -91,6 +99,14 @@ class AllocationPlan:
                        f"{self.uniform_samples}, {uniform:,} samples per strategy against "
                        f"{int(m.sum()):,} allocated ({int(m.sum()) / uniform:.2f} of uniform's; "
                        f"{strategies} strategies sampled)")
+        if shifts:
+            out.append("  shift of each strategy's expected SA-PPG at this plan from uniform "
+                       f"m = {inputs['reference_m']} (simulated; in half-widths of its "
+                       "interval): " + ", ".join(
+                           f"{label} {s['shift']:+.4f} ("
+                           + ("no interval" if s["half_widths"] is None
+                              else f"{s['half_widths']:+.2f}") + ")"
+                           for label, s in shifts.items()))
         return out
 
 
@@ -120,3 +136,31 @@ def read_allocation(path: Path) -> AllocationPlan:
         raise DataError(f"{path}: keys inputs, half_widths, level, uniform_samples: expected "
                         "an object, an object, a number and an integer or null")
     return AllocationPlan(inputs, samples, level, widths, uniform)
+
+
+def plan_shifts(plan: AllocationPlan, clean: QuestionCounts,
+                runs: Mapping[str, QuestionCounts], bins: int, level: float
+                ) -> dict[str, dict[str, float | None]]:
+    """Each run's shift of its expected SA-PPG at ``plan`` from uniform m (the plan's reference
+    m): ``{label: {"shift", "se", "half_widths"}}``, ``half_widths`` being the shift over the
+    half-width of the run's SA-PPG interval (None where it has none: too few questions)
+    (:func:`~zerogap.uncertainty.allocation_shift`).
+    ``runs`` are aligned to ``clean``'s questions."""
+    from zerogap.uncertainty import allocation_shift, gap_intervals
+
+    labels = list(runs)
+    correct = np.stack([runs[k].correct for k in labels])
+    samples = np.stack([runs[k].samples for k in labels])
+    m = int(plan.inputs["reference_m"])
+    shift, se = allocation_shift(clean.correct, clean.samples, correct, samples,
+                                 plan.vector(clean.ids), clean.samples, m, bins=bins)
+    gaps = gap_intervals(clean.correct, clean.samples, correct, samples, names=labels,
+                         bins=bins, level=level, n_resamples=1)
+    out = {}
+    for k, label in enumerate(labels):
+        ci = gaps.interval(label, "sa_ppg")
+        half = (ci.high - ci.low) / 2
+        out[label] = {"shift": float(shift[k]), "se": float(se[k]),
+                      "half_widths": float(shift[k] / half) if ci.reason is None and half > 0
+                      else None}
+    return out

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zerogap import __version__
 from zerogap.analysis import figures as figs
-from zerogap.analysis.allocation import AllocationPlan, read_allocation
+from zerogap.analysis.allocation import AllocationPlan, plan_shifts, read_allocation
 from zerogap.analysis.baselines import BlockingReadout, FilterReadout, setting_readouts
 from zerogap.analysis.design import Criterion, read_design
 from zerogap.analysis.findings import (
@@ -243,7 +243,12 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
     return SettingChecks(design, tuple(found), card_controls, entry.get("baselines") or {},
                          entry.get("seconds") or {}, entry.get("wall_seconds"),
                          None if card_controls is None else answer_slot(card_controls.gaps),
-                         () if plan is None else tuple(plan.lines(entry["allocation"]["drawn"])),
+                         () if plan is None else tuple(plan.lines(
+                             entry["allocation"]["drawn"],
+                             entry["allocation"].get("shift")
+                             or plan_shifts(plan, card.clean.counts,
+                                            {r.name: r.counts for r in card.runs},
+                                            card.bins, scoring.level))),
                          setting_readouts(folder, entry, None if plan is None else plan.samples))
 
 

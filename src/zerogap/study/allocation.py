@@ -138,6 +138,7 @@ def allocate_setting(path: Path, study: StudySpec, s: Setting, repeat: Path,
             clean[0], clean[1],
             np.stack([c for c, _ in pilot]) if pilot else None,
             np.stack([m for _, m in pilot]) if pilot else None,
+            _joint(list(pilots.values()), ids) if pilot else None,
             budget=study.budget, target_half_width=study.target_half_width,
             names=list(pilots), bins=inputs["bins"], level=study.level,
             min_samples=study.min_samples, max_samples=inputs["max_samples"],
@@ -161,6 +162,34 @@ def _counts(run_dir: Path, ids: Sequence[str]):
         rows = {r["id"]: r for r in run_counts(store)}
     return (np.array([rows[q]["correct"] for q in ids]),
             np.array([rows[q]["samples"] for q in ids]))
+
+
+def _joint(runs: Sequence[Path], ids: Sequence[str]):
+    """(K, K, N) sample indices at which both of two pilots solved each question, or None when
+    a pilot's readout is not its plain samples (a filter's kept ones are not paired by index).
+
+    The pilots sample on one seed, so their j-th samples share noise until a strategy
+    intervenes: :func:`~zerogap.uncertainty.allocate_samples` reads that from these counts."""
+    import numpy as np
+
+    from zerogap.readout import readout_of
+    from zerogap.store import RunStore
+
+    index = {q: i for i, q in enumerate(ids)}
+    outcomes = []
+    for run in runs:
+        with RunStore(run, create=False) as store:
+            if readout_of(store.config()) != "plain":
+                return None
+            rows = [(index[r.question_id], r.sample, int(r.correct)) for r in store.samples()
+                    if r.question_id in index]
+        outcomes.append({(q, j): c for q, j, c in rows})
+    joint = np.zeros((len(runs), len(runs), len(ids)), dtype=np.int64)
+    for a, first in enumerate(outcomes):
+        for b, second in enumerate(outcomes):
+            for (q, j), c in first.items():
+                joint[a, b, q] += c * second.get((q, j), 0)
+    return joint
 
 
 def shortfall(run_dir: Path, plan: Mapping[str, int]) -> tuple[int, int]:
@@ -193,3 +222,17 @@ def samples_drawn(plan: AllocationPlan, folder: Path, runs: SettingRuns) -> dict
     pilot = plan.inputs.get("pilot") or {"runs": {}}
     out["pilot"] = sum(drawn(folder / name) or 0 for name in pilot["runs"].values())
     return out
+
+
+def shift_record(plan: AllocationPlan, out: Path, clean: str, strategies: Mapping[str, str],
+                 level: float) -> dict[str, dict[str, float | None]]:
+    """Each strategy's shift of its expected SA-PPG at ``plan`` from uniform m
+    (:func:`~zerogap.analysis.allocation.plan_shifts`), read from the counts files the study
+    exported (paths relative to the study folder ``out``), for study.json."""
+    from zerogap.analysis.allocation import plan_shifts
+    from zerogap.io.counts import read_counts
+
+    reference = read_counts(out / clean)
+    runs = {label: read_counts(out / path).aligned_to(reference)
+            for label, path in strategies.items()}
+    return plan_shifts(plan, reference, runs, int(plan.inputs["bins"]), level)

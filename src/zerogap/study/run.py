@@ -203,7 +203,7 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
     (their first m_q samples: a run holding more from a larger budget keeps them unscored)."""
     from zerogap.analysis.allocation import read_allocation
     from zerogap.store import RunStore
-    from zerogap.study.allocation import samples_drawn
+    from zerogap.study.allocation import samples_drawn, shift_record
 
     ids = [q.id for q in s.questions]
     plan = None if allocation is None else read_allocation(allocation)
@@ -227,6 +227,7 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
             with RunStore(labelled[label], create=False) as store:
                 fingerprints[role] = store.config().get("model_fingerprint")
     fingerprints.update(loaded)
+    files_clean, repeat = files.pop("clean"), files.pop(REPEAT)
     return {
         "name": s.spec.name, "task": s.spec.task, "task_config": s.task.config(),
         "split": s.spec.task_split, "split_file": s.spec.split_file, "questions": len(ids),
@@ -235,7 +236,7 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
         "contaminated": {"spec": s.spec.contaminated,
                          "fingerprint": fingerprints.get("contaminated")},
         "base": s.spec.base,
-        "counts": {"clean": files.pop("clean"), "repeat": files.pop(REPEAT),
+        "counts": {"clean": files_clean, "repeat": repeat,
                    "strategies": files, "controls": control_files},
         "runs": {label: str(d.relative_to(out)) for label, d in labelled.items()},
         "control_runs": {label: str(d.relative_to(out)) for label, d in runs.controls.items()},
@@ -246,7 +247,8 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
         "ranks": str(ranks.relative_to(out)),
         "allocation": None if plan is None or allocation is None else {
             "plan": str(allocation.relative_to(out)),
-            "drawn": samples_drawn(plan, out / "runs", runs)},
+            "drawn": samples_drawn(plan, out / "runs", runs),
+            "shift": shift_record(plan, out, files_clean, files, plan.level)},
     }
 
 

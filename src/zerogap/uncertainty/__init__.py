@@ -38,6 +38,8 @@ what each number here means:
 * **An allocation** (:func:`allocate_samples`; :mod:`~zerogap.uncertainty.allocation`): how
   many samples each question gets so that SA-PPG and the paired differences reach a precision
   for fewer samples than a uniform m; everything above accepts a different m per question.
+  :func:`allocation_shift` (:mod:`~zerogap.uncertainty.shift`) estimates how far a plan moves
+  each strategy's expected SA-PPG from a uniform study's.
 
 Below :data:`MIN_QUESTIONS` questions no interval, comparison or verdict is calibrated (the
 calibration suite starts there), and each says so instead of printing a number.
@@ -63,6 +65,7 @@ from zerogap.uncertainty.intervals import (
     too_few,
 )
 from zerogap.uncertainty.paired import ALTERNATIVES, NULLS, PairedComparison, compare
+from zerogap.uncertainty.shift import allocation_shift
 from zerogap.uncertainty.verdicts import VERDICT_OUTCOMES, Verdict, restoration_verdicts
 
 __all__ = [
@@ -80,6 +83,7 @@ __all__ = [
     "PairedComparison",
     "Verdict",
     "allocate_samples",
+    "allocation_shift",
     "choose_bins",
     "compare",
     "difference_interval",

@@ -19,10 +19,11 @@ import numpy as np
 
 from zerogap.metrics import strata
 from zerogap.uncertainty.allocation import allocate_samples
-from zerogap.uncertainty.floor import _stratified_means, noise_floor
+from zerogap.uncertainty.floor import noise_floor
 from zerogap.uncertainty.intervals import choose_bins, difference_interval, gap_intervals
 from zerogap.uncertainty.paired import compare
 from zerogap.uncertainty.solve_prior import fit_solve_prior
+from zerogap.uncertainty.stratification import _stratified_means
 from zerogap.uncertainty.verdicts import restoration_verdicts
 
 
@@ -344,18 +345,47 @@ class Profile:
         return p, np.where(leaked, helped, harmed), identity
 
 
-PAPER = Profile("paper", n=1319, m=50, bins=50, at_zero=0.25, at_one=0.0, shape=(0.5, 1.2),
+PAPER = Profile("paper", n=1319, m=50, bins=50, at_zero=0.15, at_one=0.0, shape=(0.7, 2.0),
                 memorised=0.82, kept=0.34, damaged=0.4)
-"""Llama-2 x GSM8K as the paper describes it (arXiv 2608.07341 §5): 1,319 questions at m = 50,
-B = 50, a quarter never solved by the clean model, mean solve probability 0.22. Identity's mean
-inflation is 0.32 (Table 1's G-AP reads 0.319) and RailCap-like's expected SA-PPG lies 0.14
-below Identity's (Table 1: 0.191 - 0.326 = -0.135), though both read lower than Table 1's
-(about 0.09 and 0.23)."""
+"""Llama-2 x GSM8K as the paper describes it (arXiv 2608.07341 §3.3, §5): 1,319 questions at
+m = 50, B = 50; the clean model reads 0/50 on nearly a quarter of the questions (23%), its mean
+solve probability is 0.22 (All-Zero's A-PPG, Table 2: 0.219) and All-Zero's SA-PPG 0.49 (Table
+2: 0.490). Identity's mean inflation is 0.32 (Table 1's G-AP reads 0.319) and RailCap-like's
+expected SA-PPG lies below Identity's (Table 1: 0.191 - 0.326 = -0.135)."""
+
+PAPER_MATCHED = (
+    Profile("paper-beta", n=1319, m=50, bins=50, at_zero=0.0, at_one=0.0, shape=(0.4, 1.4),
+            memorised=0.82, kept=0.34, damaged=0.4),
+    Profile("paper-mixed", n=1319, m=50, bins=50, at_zero=0.05, at_one=0.0,
+            shape=(0.45, 1.5), memorised=0.82, kept=0.34, damaged=0.4),
+    Profile("paper-point", n=1319, m=50, bins=50, at_zero=0.20, at_one=0.0, shape=(1.0, 2.6),
+            memorised=0.82, kept=0.34, damaged=0.4),
+)
+"""Other clean models that match the same published figures (0/50 on 22-24% of questions, mean
+solve probability 0.22, All-Zero's SA-PPG 0.49) with more or fewer questions truly never
+solved: the paper's figures do not pin the profile, and the allocation's savings vary with it."""
 
 DEMO = Profile("demo", n=128, m=8, bins=5, at_zero=0.20, at_one=0.15, shape=(0.7, 0.7),
                memorised=0.97, kept=0.3, damaged=0.4)
 """The embedded demo's size (128 questions, m = 8, B = 5) and its clean batch (a fifth of the
 questions never solved); Identity memorises its leaked half (docs/demo-design.md)."""
+
+
+def shared_outcomes(rng: np.random.Generator, p: np.ndarray, samples: np.ndarray, *,
+                    joint: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Counts (K, N) and paired joint counts (K, K, N) of strategies ``p`` (K, N) sampled
+    ``samples`` (K, N) times on shared noise: sample j of question q is solved by strategy k
+    when ``u[q, j] < p[k, q]``, one uniform for every strategy, as the engine keys its noise
+    by (seed, question, sample index) so that two strategies' j-th samples agree until one of
+    them intervenes (here: as far as their solve probabilities allow). Without ``joint`` the
+    joint counts are not counted (None)."""
+    top = int(samples.max())
+    u = rng.random((p.shape[1], top))
+    solved = (u[None] < p[:, :, None]) & (np.arange(top) < samples[:, :, None])  # (K, N, M)
+    if not joint:
+        return solved.sum(axis=2), None
+    as_int = solved.astype(np.int32)
+    return as_int.sum(axis=2), np.einsum("anj,bnj->abn", as_int, as_int)
 
 
 @dataclass(frozen=True)
@@ -365,9 +395,10 @@ class AllocationCheck:
     ``bias[q]``: mean and standard error of (estimate - its expectation at the allocated m) for
     ``q`` in ``"railcap"``, ``"identity"`` (SA-PPG) and ``"railcap - identity"``; ``shift[q]``
     that expectation's mean distance from the uniform study's at ``profile.m`` (what the
-    allocation changes in what SA-PPG measures, not an error of the estimate). ``coverage``:
-    each interval holding that expectation. ``false_positive``: tests and difference intervals
-    of two strategies equal in distribution that moved questions (``"moved"``: two copies of
+    allocation changes in what SA-PPG measures, not an error of the estimate);
+    ``half_width[q]`` the mean half-width the studies stated. ``coverage``: each interval
+    holding that expectation. ``false_positive``: tests and difference intervals of two
+    strategies equal in distribution that moved questions (``"moved"``: two copies of
     RailCap-like) or did not (``"unmoved"``: two copies of the clean model), rejecting.
     """
 
@@ -380,22 +411,52 @@ class AllocationCheck:
     shift: dict[str, float]
     coverage: dict[str, Rate]
     false_positive: dict[str, Rate]
+    half_width: dict[str, float]
+
+    def failures(self, *, bias: float = 0.25, coverage: float = 0.93,
+                 false_positive: float = 0.05) -> list[str]:
+        """What fails the design's criteria, one line each (empty: it holds).
+
+        Bias: ``|bias|`` less two standard errors above ``bias`` half-widths (an error of a
+        quarter of the stated half-width moves the coverage of a 95% interval by about one
+        point); coverage: the 99.9% Wilson interval's upper bound below ``coverage``; false
+        positives: that interval's lower bound above ``false_positive``.
+        """
+        out = []
+        for key, (mean, se) in self.bias.items():
+            if abs(mean) - 2 * se > bias * self.half_width[key]:
+                out.append(f"{key}: bias {mean:+.4f} ± {se:.4f} is more than {bias} of the "
+                           f"half-width {self.half_width[key]:.4f}")
+        for key, rate in self.coverage.items():
+            if wilson(rate.hits, rate.trials, z=3.29)[1] < coverage:
+                out.append(f"{key}: coverage {rate.rate:.3f} of {rate.trials} is below "
+                           f"{coverage}")
+        for key, rate in self.false_positive.items():
+            if wilson(rate.hits, rate.trials, z=3.29)[0] > false_positive:
+                out.append(f"false positives, {key}: {rate.rate:.3f} of {rate.trials} is above "
+                           f"{false_positive}")
+        return out
 
 
 def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int = 0,
-                     reuse_pilot: bool = False, resamples: int = 999, truth_sims: int = 200,
+                     reuse_pilot: bool = False, reference_strategies: int | None = None,
+                     twin_share: float = 1.0, resamples: int = 999, truth_sims: int = 200,
                      seed: int = 0) -> AllocationCheck:
     """Run ``reps`` allocated studies of one benchmark drawn from ``profile``.
 
     Each replicate samples the clean model twice at ``profile.m`` (the reference batch, scored,
     and the second batch, which places questions in strata for the allocation), optionally a
     ``pilot`` of every strategy, allocates ``budget`` mean samples per question
-    (:func:`~zerogap.uncertainty.allocation.allocate_samples`), samples five strategies at the
-    allocation (RailCap-like, Identity, a copy of RailCap-like, two copies of the clean model)
-    and scores them as a study would. With ``reuse_pilot`` the pilot's samples are the first of
-    each question's and count in the estimate (the pooled two-stage design, whose allocation
-    depends on the samples it scores). Each replicate's truth is the expected SA-PPG at its
-    allocation, from ``truth_sims`` simulated studies at that allocation.
+    (:func:`~zerogap.uncertainty.allocation.allocate_samples`; with ``reference_strategies``
+    the reference batch is allocated upward too), samples five strategies at the allocation
+    on shared noise (:func:`shared_outcomes`: RailCap-like, Identity, a copy of RailCap-like,
+    two copies of the clean model) and scores them as a study would, their paired outcomes
+    included. With ``reuse_pilot`` the pilot's samples are the first of each question's and
+    count in the estimate (the pooled two-stage design, whose allocation depends on the samples
+    it scores). ``twin_share`` below 1 breaks the design on purpose: the copies (RailCap-like's
+    and the second of the clean model) get that share of the plan's m, so each pair of copies
+    is no longer equal in distribution and its tests must reject. Each replicate's truth is the
+    expected SA-PPG at its allocation, from ``truth_sims`` simulated studies at it.
     """
     rng = np.random.default_rng(seed)
     clean, railcap, identity = profile.draw(rng)
@@ -404,24 +465,30 @@ def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int =
     names = ["railcap", "identity", "railcap twin", "clean twin", "clean twin 2"]
     n, m, bins = profile.n, profile.m, profile.bins
     uniform = expected_sa_ppgs(clean, m, truth_p, m, bins, rng, sims=4 * truth_sims)
-    errors, shifts, spent = [], [], []
+    errors, shifts, spent, widths = [], [], [], []
     covered = {key: 0 for key in ("railcap", "identity", "railcap - identity")}
     rejected = {f"{pair} {test}": 0 for pair in ("moved", "unmoved")
                 for test in ("sharp", "mean", "difference")}
     for r in range(reps):
-        reference, second = rng.binomial(m, clean, size=(2, n))
+        second = rng.binomial(m, clean)
         first = rng.binomial(pilot, strategies) if pilot else None
         plan = allocate_samples(
             second, np.full(n, m), first, None if first is None else np.full(first.shape, pilot),
-            budget=budget, bins=bins, min_samples=pilot if reuse_pilot else 1)
-        alloc = plan.samples
-        counts = rng.binomial(np.broadcast_to(alloc - (pilot if reuse_pilot else 0),
-                                              strategies.shape), strategies)
+            budget=budget, bins=bins, min_samples=pilot if reuse_pilot else 1,
+            reference_strategies=reference_strategies, reference_samples=m)
+        reference = rng.binomial(plan.reference, clean)
+        alloc = np.broadcast_to(plan.samples, strategies.shape).copy()
+        alloc[[2, 4]] = np.maximum(np.floor(alloc[[2, 4]] * twin_share),
+                                   max(pilot if reuse_pilot else 0, 1)).astype(np.int64)
+        counts, joint = shared_outcomes(rng, strategies,
+                                        alloc - (pilot if reuse_pilot else 0))
         if reuse_pilot and first is not None:
             counts = counts + first
-        gaps = gap_intervals(reference, np.full(n, m), counts, np.broadcast_to(alloc, counts.shape),
-                             names=names, bins=bins, n_resamples=resamples, seed=r)
-        truth = expected_sa_ppgs(clean, m, truth_p, alloc, bins, rng, sims=truth_sims)
+        gaps = gap_intervals(reference, plan.reference, counts, alloc, names=names, bins=bins,
+                             n_resamples=resamples, seed=r,
+                             joint_correct=None if reuse_pilot else joint)
+        truth = expected_sa_ppgs(clean, plan.reference, truth_p, plan.samples, bins, rng,
+                                 sims=truth_sims)
         targets = {"railcap": gaps.interval("railcap", "sa_ppg"),
                    "identity": gaps.interval("identity", "sa_ppg"),
                    "railcap - identity": difference_interval(gaps, "railcap", "identity")}
@@ -430,6 +497,7 @@ def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int =
         for key, ci in targets.items():
             covered[key] += ci.low <= expected[key] <= ci.high
         errors.append([targets[key].estimate - expected[key] for key in targets])
+        widths.append([(ci.high - ci.estimate) for ci in targets.values()])
         shifts.append([truth[0] - uniform[0], truth[1] - uniform[1],
                        truth[0] - truth[1] - uniform[0] + uniform[1]])
         spent.append(plan.mean_samples)
@@ -448,4 +516,5 @@ def allocation_check(profile: Profile, reps: int, *, budget: float, pilot: int =
         shift={key: float(np.mean(shifts, axis=0)[i]) for i, key in enumerate(keys)},
         coverage={key: Rate(hits, reps) for key, hits in covered.items()},
         false_positive={key: Rate(hits, reps) for key, hits in rejected.items()},
+        half_width={key: float(np.mean(widths, axis=0)[i]) for i, key in enumerate(keys)},
     )

@@ -13,6 +13,7 @@ import numpy as np
 from zerogap.metrics import DEFAULT_BINS, strata
 from zerogap.uncertainty.intervals import _CHUNK, _check_counts, _check_level, _per_question
 from zerogap.uncertainty.solve_prior import fit_solve_prior
+from zerogap.uncertainty.stratification import _stratified_means
 
 
 @dataclass(frozen=True)
@@ -117,17 +118,3 @@ def noise_floor(
                  else int(m_other[0])),
         prior=prior,
     )
-
-
-def _stratified_means(stratum: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
-    """Per-replicate SA-style mean: average within non-empty strata, then over them.
-
-    stratum: (C, N) int strata per replicate; values: (C, N). Returns (C,).
-    """
-    chunk, n = stratum.shape
-    flat = (np.arange(chunk)[:, None] * bins + stratum).ravel()  # (C*N,)
-    sizes = np.bincount(flat, minlength=chunk * bins).reshape(chunk, bins)
-    sums = np.bincount(flat, weights=values.ravel(), minlength=chunk * bins).reshape(chunk, bins)
-    nonempty = sizes > 0
-    means = np.divide(sums, sizes, out=np.zeros_like(sums), where=nonempty)
-    return means.sum(axis=1) / nonempty.sum(axis=1)

@@ -24,6 +24,7 @@ import numpy as np
 
 from zerogap.metrics import DEFAULT_BINS, restoration_gaps, solve_probability, strata
 from zerogap.uncertainty.solve_prior import SolvePrior, binomial_likelihood, fit_solve_prior
+from zerogap.uncertainty.stratification import strata_variances
 
 MIN_QUESTIONS = 12
 """Fewest questions for which intervals and verdicts are stated (the smallest N the calibration
@@ -45,6 +46,10 @@ _PART = {"a_ppg": "abs", "delta_plus": "plus", "delta_minus": "minus",
 # Each linear metric's per-question term as a function of Δ (paper eq. 5, 9, 10, 13).
 _PART_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs, "plus": lambda d: np.maximum(d, 0.0), "minus": lambda d: np.maximum(-d, 0.0)}
+# And its slope in Δ, for the part of a pair's covariance that their shared noise adds.
+_PART_SLOPES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "abs": np.sign, "plus": lambda d: (d > 0).astype(float),
+    "minus": lambda d: -(d < 0).astype(float)}
 
 
 def too_few(n_questions: int) -> str:
@@ -173,15 +178,19 @@ def _part_variances(mit: SolvePrior, clean: SolvePrior) -> dict[str, np.ndarray]
     return result
 
 
-def _part_covariances(a: SolvePrior, b: SolvePrior, clean: SolvePrior,
-                      part: str) -> np.ndarray:
+def _part_covariances(a: SolvePrior, b: SolvePrior, clean: SolvePrior, part: str,
+                      shared: np.ndarray | None = None) -> np.ndarray:
     """(N,) each question's expected covariance of strategy a's and b's terms ``f(Δ)``.
 
-    The two terms share the clean count ``Y``; given the three solve probabilities, a's and b's
-    counts are independent, so the covariance is that of ``g_a(Y)`` and ``g_b(Y)``, with
-    ``g_k(y) = E f(X_k / m_k - y / m_clean)``. Averaged over the three (independent) posteriors
-    it is ``E_p'[Cov_Y(ḡ_a(Y), ḡ_b(Y))]``, with ``ḡ_k`` the posterior average of ``g_k``: one
-    (m_clean + 1)-vector per question and strategy, for every question with the same three m.
+    The two terms share the clean count ``Y``; given the three solve probabilities and apart
+    from ``shared``, a's and b's counts are independent, so the covariance is that of
+    ``g_a(Y)`` and ``g_b(Y)``, with ``g_k(y) = E f(X_k / m_k - y / m_clean)``. Averaged over the
+    three (independent) posteriors it is ``E_p'[Cov_Y(ḡ_a(Y), ḡ_b(Y))]``, with ``ḡ_k`` the
+    posterior average of ``g_k``: one (m_clean + 1)-vector per question and strategy, for every
+    question with the same three m.
+
+    ``shared`` (N,) is ``Cov(X_a / m, X_b / m)`` where the strategies share noise
+    (:func:`shared_noise`); given Y it adds :func:`_shared_part`'s covariance of the terms.
     """
     grid, f = clean.grid, _PART_FUNCTIONS[part]
     m_a, m_b = a.counts[a.group, 1], b.counts[b.group, 1]
@@ -192,15 +201,91 @@ def _part_covariances(a: SolvePrior, b: SolvePrior, clean: SolvePrior,
         members = np.flatnonzero((m_a == ma) & (m_b == mb) & (m_c == mc))
         y = np.arange(mc + 1) / mc
         pmf_c = binomial_likelihood(np.arange(mc + 1), np.full(mc + 1, mc), grid)  # (C, G)
-        mean_terms = []
+        predictive, mean_terms = [], []
         for m, posterior in ((ma, posteriors[0]), (mb, posteriors[1])):
             pmf = binomial_likelihood(np.arange(m + 1), np.full(m + 1, m), grid)  # (M, G)
-            given_p = pmf.T @ f(np.arange(m + 1)[:, None] / m - y[None, :])  # (G, C)
-            mean_terms.append(posterior[members] @ given_p)  # (n, C) ḡ per question
+            predictive.append(posterior[members] @ pmf.T)  # (n, M) X_k's predictive pmf
+            mean_terms.append(predictive[-1] @ f(np.arange(m + 1)[:, None] / m - y[None, :]))
         both = (mean_terms[0] * mean_terms[1]) @ pmf_c  # (n, G) E_Y[ḡ_a ḡ_b | p']
         apart = (mean_terms[0] @ pmf_c) * (mean_terms[1] @ pmf_c)
-        out[members] = ((both - apart) * posteriors[2][members]).sum(axis=1)
+        given_y = both - apart
+        if shared is not None and ma == mb:  # noise is paired by index only at one m
+            given_y = given_y + _shared_part(part, predictive, y, shared[members],
+                                             (a.posterior[members], b.posterior[members]),
+                                             grid) @ pmf_c
+        out[members] = (given_y * posteriors[2][members]).sum(axis=1)
     return out
+
+
+def _shared_part(part: str, predictive: list[np.ndarray], y: np.ndarray, shared: np.ndarray,
+                 posteriors: tuple[np.ndarray, np.ndarray], grid: np.ndarray) -> np.ndarray:
+    """(n, C) ``Cov(f(X_a / m - y), f(X_b / m - y))`` from the noise a and b share, for each
+    clean readout y, given ``shared = Cov(X_a / m, X_b / m)`` (n,) and the counts' predictive
+    pmfs (n, M + 1) each.
+
+    For a smooth f the covariance is ``E[f'_a f'_b] · shared``; f has a kink at Δ = 0, and for
+    a Gaussian pair of correlation ρ ``Cov(f(U), f(V)) = sd_U sd_V ∫_0^ρ E_t[f'(U) f'(V)] dt``,
+    the slopes' product moving from its value when independent (``E_0``, the product of the
+    expected slopes) towards its value when comonotone (``E_1``, the pmfs coupled by their
+    quantiles). The integral is read by the trapezoid rule with ``E_ρ ≈ E_0 + ρ (E_1 - E_0)``,
+    and kept within ``ρ sd(f_a) sd(f_b)``, which no function of a Gaussian pair passes
+    (Gebelein's maximal correlation): at ρ = 1 and one distribution that is the covariance of a
+    term with itself, its variance, which the trapezoid alone overstates where Δ straddles 0.
+    A negative ``shared`` (noise, since shared noise correlates the samples positively) keeps
+    the plain ``E_0 · shared``.
+    """
+    f, slope = _PART_FUNCTIONS[part], _PART_SLOPES[part]
+    m = predictive[0].shape[1] - 1
+    delta = np.arange(m + 1)[:, None] / m - y[None, :]  # (M, C)
+    values, slopes = f(delta), slope(delta)
+    e0 = (predictive[0] @ slopes) * (predictive[1] @ slopes)  # (n, C)
+    sd = [np.sqrt(np.maximum(p @ (values * values) - (p @ values) ** 2, 0.0))
+          for p in predictive]
+    v = [post @ (grid * (1 - grid)) for post in posteriors]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.clip(np.nan_to_num(shared * m / np.sqrt(v[0] * v[1])), 0.0, 1.0)[:, None]
+    # The quantile coupling: the segments of [0, 1] between both CDFs' steps, each mapping to
+    # one pair (x_a, x_b).
+    cdfs = [np.cumsum(p, axis=1) for p in predictive]  # (n, M)
+    steps = np.sort(np.concatenate(cdfs, axis=1), axis=1)  # (n, 2M)
+    lengths = np.diff(steps, axis=1, prepend=0.0)
+    middle = steps - lengths / 2
+    xa, xb = ((cdf[:, None, :] < middle[:, :, None]).sum(axis=2).clip(max=m) for cdf in cdfs)
+    e1 = np.einsum("ns,nsc->nc", lengths, slopes[xa] * slopes[xb])
+    trapezoid = (e0 + (e0 + rho * (e1 - e0))) / 2 * shared[:, None]
+    capped = np.minimum(trapezoid, rho * sd[0] * sd[1])
+    return np.where(shared[:, None] < 0, e0 * shared[:, None], capped)
+
+
+def shared_noise(joint, correct_a, correct_b, samples_a, samples_b,
+                 prior_a: SolvePrior, prior_b: SolvePrior) -> np.ndarray:
+    """(N,) ``Cov(X_a / m_a, X_b / m_b)`` of two strategies' readouts, read from their samples
+    paired by index.
+
+    Every strategy samples on the study's seed and the engine keys its noise by (seed,
+    question, sample index), so a's and b's j-th samples agree until one of them intervenes:
+    their 0/1 outcomes are correlated, the more so the later and the rarer the intervention.
+    ``joint`` (N,) counts the indices j < m at which both solved the question; where both were
+    sampled m times, one sample's covariance is estimated without bias by
+    ``(joint - X_a X_b / m) / (m - 1)`` and the readouts' covariance is that over m. It is kept
+    within ± ``sqrt(v_a v_b)`` (each strategy's posterior E[p (1 - p)]), which a covariance
+    cannot leave; questions sampled once, or at different m, count as independent (0).
+    """
+    joint, xa, xb = (np.asarray(v, float) for v in (joint, correct_a, correct_b))
+    ma, mb = np.asarray(samples_a, float), np.asarray(samples_b, float)
+    paired = (ma == mb) & (ma > 1)
+    if np.any(paired & ((joint < xa + xb - ma) | (joint > np.minimum(xa, xb)) | (joint < 0))):
+        raise ValueError("joint counts must lie between max(0, X_a + X_b - m) and "
+                         "min(X_a, X_b) on every question both strategies sampled m times")
+    m = np.where(paired, ma, 2.0)
+    one = np.where(paired, (joint - xa * xb / m) / (m - 1), 0.0)
+    bound = np.sqrt(_bernoulli_mean(prior_a) * _bernoulli_mean(prior_b))
+    return np.clip(one, -bound, bound) / m
+
+
+def _bernoulli_mean(prior: SolvePrior) -> np.ndarray:
+    """(N,) each question's expected one-sample variance E[p (1 - p)] under its posterior."""
+    return prior.posterior @ (prior.grid * (1 - prior.grid))
 
 
 def _folded(estimate: float, se: float, z: float) -> tuple[float, float]:
@@ -224,7 +309,11 @@ class GapIntervals:
     ``weights`` (N,) (SA-PPG's), ``stratum`` (N,) (each question's SA-PPG stratum) and the
     single draws are kept for :func:`~zerogap.uncertainty.paired.compare`; the empirical-Bayes
     priors of the clean and each mitigated run, and each strategy's per-question variances
-    (:func:`_part_variances`), for :func:`difference_interval`.
+    (:func:`_part_variances`), and ``shared`` (K, K, N), the covariance of each pair's
+    readouts from noise they share (:func:`shared_noise`; None: independent), for
+    :func:`difference_interval`; ``strata_extra`` ``{part: (K, K)}`` the variance the strata
+    add to the stratified metrics and their differences
+    (:func:`~zerogap.uncertainty.stratification.strata_variances`).
     """
 
     names: tuple[str, ...]
@@ -242,10 +331,15 @@ class GapIntervals:
     # The counts behind r_clean (N,) and r_mitigated (K, N): (correct, samples) each.
     clean_counts: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     mitigated_counts: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    bins: int = DEFAULT_BINS
+    # (K, K, N): the questions' counts of sample indices both strategies of a pair solved, or
+    # None where the runs were not paired by sample index (then independent).
+    joint_correct: np.ndarray | None = field(default=None, repr=False)
 
-    # The priors, variances and standard errors are computed when first asked for: the paired
-    # tests under the weak null need none of them, and the findings' simulations
-    # (tests/analysis/test_findings_simulated.py) run thousands of those tests.
+    # The priors, variances, the strata's and the shared noise's terms and the standard errors
+    # are computed when first asked for: the paired tests under the weak null need none of them,
+    # and the findings' simulations (tests/analysis/test_findings_simulated.py) run thousands
+    # of those tests.
     @cached_property
     def prior_clean(self) -> SolvePrior:
         if self.clean_counts is None:
@@ -265,6 +359,32 @@ class GapIntervals:
         return tuple(_part_variances(prior, self.prior_clean) for prior in self.prior_mitigated)
 
     @cached_property
+    def strata_extra(self) -> dict[str, np.ndarray]:
+        """``{part: (K, K)}``: the variance the strata add to the stratified metrics and their
+        differences (:func:`~zerogap.uncertainty.stratification.strata_variances`)."""
+        if self.clean_counts is None or self.mitigated_counts is None:
+            raise ValueError("these intervals carry no counts: build them with gap_intervals")
+        return strata_variances(self.r_clean, self.clean_counts[1], self.r_mitigated,
+                                self.mitigated_counts[1], self.weights, self.bins,
+                                _PART_FUNCTIONS, self.seed)
+
+    @cached_property
+    def shared(self) -> np.ndarray | None:
+        """(K, K, N): the covariance of each pair's readouts from the noise they share
+        (:func:`shared_noise`); None where the runs are taken as independent."""
+        if self.joint_correct is None or self.mitigated_counts is None:
+            return None
+        correct, samples = self.mitigated_counts
+        priors = self.prior_mitigated
+        out = np.zeros(self.joint_correct.shape)
+        for a in range(len(self.names)):
+            for b in range(a + 1, len(self.names)):
+                out[a, b] = out[b, a] = shared_noise(
+                    self.joint_correct[a, b], correct[a], correct[b], samples[a], samples[b],
+                    priors[a], priors[b])
+        return out
+
+    @cached_property
     def se(self) -> dict[str, np.ndarray]:
         """``se[metric]`` (K,): the standard errors of the linear metrics and of the signed
         mean Δ behind G-APP (``"mean_delta"``) and G-AP (``"mean_draw"``)."""
@@ -273,7 +393,8 @@ class GapIntervals:
         for k, var in enumerate(self.variances):
             for metric in LINEAR_METRICS:
                 w = self.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
-                out[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]))
+                extra = self.strata_extra[_PART[metric]][k, k] if metric in STRATIFIED else 0.0
+                out[metric][k] = math.sqrt(float(w**2 @ var[_PART[metric]]) + extra)
             out["mean_delta"][k] = math.sqrt(float(var["delta"].sum())) / n
             if self.draw_mitigated is not None:
                 out["mean_draw"][k] = math.sqrt(float(var["draw"].sum())) / n
@@ -368,13 +489,16 @@ def gap_intervals(
     seed: int = 0,
     draw_clean=None,
     draw_mitigated=None,
+    joint_correct=None,
 ) -> GapIntervals:
     """Every restoration metric of one or more strategies against one clean run, with intervals.
 
     Intervals are for the metric's expectation over new samples of these questions (see
     :mod:`zerogap.uncertainty`): estimate ± z · se, where se² sums each question's squared
     weight times the exact variance of its term under binomials, averaged over its
-    empirical-Bayes posteriors (clean and mitigated priors fitted separately). For
+    empirical-Bayes posteriors (clean and mitigated priors fitted separately), and for the
+    stratified metrics adds the variance of the strata themselves, which a new clean batch
+    redraws (:mod:`~zerogap.uncertainty.stratification`, simulated on ``seed``). For
     G-APP = |mean Δ| and G-AP the interval of the signed mean is folded onto |·|.
     ``n_resamples`` is the number of swap patterns :func:`~zerogap.uncertainty.paired.compare`
     uses (all of them, when 2^N is fewer).
@@ -393,6 +517,12 @@ def gap_intervals(
     draw_clean : array-like of 0/1, shape (n_questions,), optional
     draw_mitigated : array-like of 0/1, shape (n_strategies, n_questions), optional
         Single-draw readouts; when given, G-AP gets an interval and a paired test too.
+    joint_correct : array-like of int, shape (n_strategies, n_strategies, n_questions), optional
+        ``[a, b, q]``: the sample indices at which strategies a and b both solved question q
+        (samples paired by index, as the engine's noise is keyed). When given, the difference
+        intervals count the noise the strategies share (:func:`shared_noise`); without it
+        their samples are taken as independent, which overstates a difference's variance
+        when they share a seed.
 
     Returns
     -------
@@ -436,13 +566,20 @@ def gap_intervals(
     weights = stratum_weights(r_clean, bins)
     stratum = strata(r_clean, bins=bins)
     signed = {"mean_delta": (r_mit - r_clean).mean(axis=1), "mean_draw": np.zeros(n_strategies)}
+    joint = None
+    if joint_correct is not None:
+        joint = np.asarray(joint_correct)
+        if joint.shape != (n_strategies, n_strategies, n):
+            raise ValueError(f"joint_correct must have shape {(n_strategies, n_strategies, n)}, "
+                             f"got {joint.shape}")
     if draws_m is not None and draws_c is not None:
         signed["mean_draw"] = (draws_m - draws_c).mean(axis=1)
     return GapIntervals(
         names=names, estimates=estimates, level=float(level), n_resamples=int(n_resamples),
         seed=int(seed), r_clean=r_clean, r_mitigated=r_mit, weights=weights, stratum=stratum,
         draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
-        clean_counts=(clean_c, clean_m), mitigated_counts=(mit_c, mit_m),
+        clean_counts=(clean_c, clean_m), mitigated_counts=(mit_c, mit_m), bins=bins,
+        joint_correct=joint,
     )
 
 
@@ -457,7 +594,8 @@ def difference_interval(gaps: GapIntervals, a: str, b: str, *,
     weighted-sum metric ``Σ_q w_q (t_a(q) - t_b(q))`` the variance is
     ``Σ_q w_q² (Var t_a + Var t_b - 2 Cov(t_a, t_b))``, each term exact under binomials and
     averaged over the empirical-Bayes posteriors; the covariance comes from the clean count the
-    two terms share. The interval is the difference ± z · se.
+    two terms share and, where ``gap_intervals`` was given the paired outcomes, from the noise
+    the strategies share (:func:`shared_noise`). The interval is the difference ± z · se.
 
     :func:`~zerogap.uncertainty.paired.compare` answers another question (are a and b equal
     question by question, or on average over a new draw of questions), and its intervals are
@@ -495,10 +633,13 @@ def difference_interval(gaps: GapIntervals, a: str, b: str, *,
     part = _PART[metric]
     variance = (gaps.variances[ia][part] + gaps.variances[ib][part]
                 - 2 * _part_covariances(gaps.prior_mitigated[ia], gaps.prior_mitigated[ib],
-                                        gaps.prior_clean, part))
+                                        gaps.prior_clean, part,
+                                        None if gaps.shared is None else gaps.shared[ia, ib]))
     n = gaps.n_questions
     w = gaps.weights if metric in STRATIFIED else np.full(n, 1.0 / n)
-    se = math.sqrt(max(float(w**2 @ variance), 0.0))
+    extra = gaps.strata_extra[part][ia, ib] if metric in STRATIFIED and gaps.strata_extra \
+        else 0.0
+    se = math.sqrt(max(float(w**2 @ variance), 0.0) + extra)
     z = NormalDist().inv_cdf(0.5 + gaps.level / 2)
     return Interval(estimate, estimate - z * se, estimate + z * se, gaps.level)
 
