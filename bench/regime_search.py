@@ -184,21 +184,39 @@ def confirmation_split(models: Path, skip: int, out: Path) -> Path:
 
 
 class Log:
-    """Progress as plain lines (a log file, not a terminal): a training stage every tenth of its
-    steps, a study stage when it starts."""
+    """Progress as plain lines (a log file, not a terminal), so that no minute passes silent: a
+    training stage at every tenth of its steps and at least every ``every`` seconds (with its
+    rate and the time it has left), a study stage when it starts and its rows at least every
+    ``every`` seconds."""
 
-    def __init__(self) -> None:
-        self.last = ""
+    def __init__(self, every: float = 60.0) -> None:
+        self.last, self.every = "", every
+        self.printed = self.started = time.monotonic()
+        self.first = 0  # the stage's step when first heard of (a resumed stage starts past 0)
+
+    def _line(self, text: str) -> None:
+        self.printed = time.monotonic()
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
     def __call__(self, state) -> None:
+        now = time.monotonic()
         if isinstance(state, Progress):
+            if state.stage != self.last:
+                self.last, self.started, self.first = state.stage, now, state.done
             step = max(1, state.total // 10)
-            if state.done % step == 0 or state.done == state.total:
-                print(f"{time.strftime('%H:%M:%S')} {state.stage}: {state.done}/{state.total} "
-                      f"{state.note}", flush=True)
+            if state.done % step == 0 or state.done == state.total \
+                    or now - self.printed >= self.every:
+                done = state.done - self.first
+                rate = (now - self.started) / done if done else 0.0
+                left = (f", {rate:.0f} s a step, about {rate * (state.total - state.done) / 60:.0f}"
+                        " min left in this stage") if rate else ""
+                self._line(f"{state.stage}: {state.done}/{state.total} {state.note}{left}")
         elif state.stage != self.last:
             self.last = state.stage
-            print(f"{time.strftime('%H:%M:%S')} {state.stage}", flush=True)
+            self._line(state.stage)
+        elif now - self.printed >= self.every:
+            self._line(f"{state.stage}: {state.rows_done}/{state.rows_total} rows, "
+                       f"{state.questions_done}/{state.questions_total} questions")
 
 
 def main(argv: list[str] | None = None) -> dict:
