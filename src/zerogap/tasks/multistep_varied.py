@@ -32,6 +32,8 @@ import random
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from zerogap.tasks.arith import NAMES
+
 T = TypeVar("T")
 
 
@@ -245,8 +247,6 @@ class Writer:
 
 
 def _pronoun(name: str) -> str:
-    from zerogap.tasks.arith import NAMES
-
     return PRONOUNS[NAMES.index(name) % 2] if name in NAMES else "they"
 
 
