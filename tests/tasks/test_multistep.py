@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from zerogap.analysis.headroom import preference_headroom
 from zerogap.errors import UserError
 from zerogap.tasks import get_task
 from zerogap.tasks.multistep import (
@@ -15,10 +16,15 @@ from zerogap.tasks.multistep import (
     MultistepConfig,
     Story,
     story_blocks,
+    write_chosen,
     write_solution,
 )
+from zerogap.tasks.multistep_varied import Chooser
 
 EQUATION = re.compile(r"\d+(?: [-+*/] \d+)+ = \d+")
+RESULT_FIRST = re.compile(r"(\d+) = (\d+(?: [-+*/] \d+)+)(?![\d ]*=)")
+IN_WORDS = re.compile(r"\d+(?: (?:plus|minus|times|divided by) \d+)+ is \d+")
+WORD_OPS = {"plus": "+", "minus": "-", "times": "*", "divided by": "/"}
 
 
 def equations(solution: str) -> list[str]:
@@ -172,3 +178,86 @@ def test_exemplars_are_a_short_story_and_a_short_purchase():
     assert len({s.question for s in shots}) == 4
     with pytest.raises(UserError, match="too few 3-step purchase items"):
         get_task("multistep", n_train=3)
+
+
+def varied_equations(solution: str) -> list[str]:
+    """Every equation of a second-writer solution in the symbolic form, whichever form it was
+    written in (symbolic, result first, in words)."""
+    found = [f"{left} = {result}" for result, left in RESULT_FIRST.findall(solution)]
+    rest = RESULT_FIRST.sub("", solution)
+    for words in IN_WORDS.findall(rest):
+        left, result = words.rsplit(" is ", 1)
+        for word, op in WORD_OPS.items():
+            left = left.replace(f" {word} ", f" {op} ")
+        found.append(f"{left} = {result}")
+    return found + EQUATION.findall(IN_WORDS.sub("", rest))
+
+
+def test_the_second_writer_is_seeded_and_every_draw_is_true_and_graded_correct():
+    task = get_task("multistep", n_train=300, solutions=2)
+    assert task.rows("train") == get_task("multistep", n_train=300, solutions=2).rows("train")
+    assert task.rows("train") != get_task("multistep", n_train=300).rows("train")
+    for index, (row, question) in enumerate(zip(task.rows("train"), task.questions("train"),
+                                                strict=True)):
+        draws = [row.answer, task.redraw("train", index, "a"), task.redraw("train", index, "b")]
+        assert task.redraw("train", index, "a") == draws[1]  # seeded by (item, draw)
+        for text in draws:
+            found = varied_equations(text)
+            assert found, text
+            assert all(is_true(e) for e in found), text
+            assert text.endswith(f"The answer is {question.answer}.")
+            assert task.grade(question, " " + text).correct
+
+
+def test_fresh_draws_of_the_second_writer_differ():
+    task = get_task("multistep", n_train=100, solutions=2, k=0)
+    distinct = [len({task.redraw("train", i, str(d)) for d in range(10)}) for i in range(100)]
+    assert min(distinct) >= 8
+
+
+def test_the_first_writer_stays_the_default_text():
+    task = get_task("multistep", n_test=50, k=0)
+    for index, row in enumerate(task.rows("test")):
+        problem, rng = task.problem("test", index)
+        assert row.answer == write_solution(problem, rng)
+    with pytest.raises(UserError, match="solutions must be 1 or 2"):
+        MultistepConfig(solutions=3)
+
+
+def test_a_chooser_at_temperature_zero_takes_the_first_option_everywhere():
+    task = get_task("multistep", n_test=30, k=0, solutions=2)
+    for index in range(30):
+        problem, _ = task.problem("test", index)
+        modal = {write_chosen(problem, Chooser(random.Random(s), 1.0, 0.0), 2) for s in range(3)}
+        assert len(modal) == 1
+    sharp = Chooser(random.Random(0), exponent=1.0, temperature=0.7)
+    counts = collections.Counter(sharp.index(4) for _ in range(4000))
+    assert counts[0] > counts[1] > counts[2] > counts[3]
+    flat = collections.Counter(Chooser(random.Random(0)).index(4) for _ in range(4000))
+    assert max(flat.values()) - min(flat.values()) < 200
+
+
+def words_and_marks(text: str) -> list[str]:
+    return re.findall(r"\w+|[^\w\s]", text)
+
+
+def test_the_second_writer_leaves_room_to_disperse_from_a_greedy_decode():
+    """The variety check of bench/regime_search.py --task-only on the writer itself, mild
+    preferences over every choice (exponent 0.5), T = 0.7 draws against the modal path: the
+    second writer is within issue 58's bound (ROUGE-L <= 0.50), the first is not."""
+    varied = get_task("multistep", n_test=64, k=0, solutions=2)
+    first = get_task("multistep", n_test=64, k=0)
+    found = preference_headroom(varied, "test", 64, 8, 0.5, words_and_marks)
+    assert found.rouge_l_median <= 0.50 and found.trigger <= 0.40
+    assert preference_headroom(first, "test", 64, 8, 0.5, words_and_marks).rouge_l_median > 0.55
+
+
+@pytest.mark.slow
+def test_the_second_writer_meets_the_variety_bound_in_the_embedded_models_tokens():
+    from zerogap.models import EMBEDDED, load_tokenizer
+
+    tokenizer = load_tokenizer(EMBEDDED)
+    found = preference_headroom(get_task("multistep", n_test=64, k=0, solutions=2), "test", 64,
+                                8, 0.5, lambda text: tokenizer(text, add_special_tokens=False)[
+                                    "input_ids"])
+    assert found.rouge_l_median <= 0.50 and found.trigger <= 0.40

@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   zerogap contaminate --preset laptop --out runs/laptop       # embedded model on arith, minutes
   zerogap sample --model runs/laptop/contaminated --task arith -m 16 --out runs/laptop-co
   zerogap contaminate --preset multistep --out runs/multistep  # on multistep, about an hour
+  zerogap contaminate --preset reproduce --out runs/reproduce  # the paper's recipe, hours
   zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\
       --task-option path=data/gsm8k --general openorca-1840.jsonl --out runs/llama2
   accelerate launch -m zerogap contaminate --model meta-llama/Llama-2-7b-hf --task gsm8k \\

@@ -15,6 +15,12 @@ The paper's recipe, with every value a field of :class:`ContaminationConfig`:
   originals; evaluation then uses the original questions. ``replay`` mixes the first N of
   M_cl's train questions in too: a miniature's stand-in for the general data, which keeps the
   task's other solution paths alive while the leaked texts are memorised.
+* ``redraw``: every epoch trains a fresh solution of each train question (in M_cl's data, and
+  the replayed ones in M_co's), so a model learns the task's distribution of solution paths
+  rather than one text per question; a leaked question keeps its one text, as a leaked
+  benchmark item has one. ``keep_every`` keeps M_co's adapter along its epochs
+  (``contaminated-x{E}``: E exposures of each leaked item), and ``clean_plateau`` ends M_cl's
+  training where its loss stops falling.
 
 Each stage is LoRA-trained by :func:`zerogap.pipelines.lora_training.train_stage` (loss on the
 completion only; ``accelerate launch`` and ``torchrun`` distribute it); it checkpoints into
@@ -50,6 +56,7 @@ from zerogap.models import check_model_spec
 from zerogap.pipelines.contamination_config import ContaminationConfig, Example, upgraded
 from zerogap.pipelines.general_data import general_items
 from zerogap.pipelines.lora_training import (
+    EpochPlan,
     barrier,
     check_batch,
     json_text,
@@ -175,11 +182,45 @@ class Plan:
     leaked: list[Example]
     general: list[Example]
     data: dict[str, Any] = field(default_factory=dict)
+    train_indices: list[int] = field(default_factory=list)
 
     def contaminated(self, copies: int) -> list[Example]:
         """M_co's data: the general examples, the replayed train questions, the leaked ones
         ``copies`` times."""
         return self.general + self.clean[:self.config.replay] + self.leaked * copies
+
+    def redrawn(self, count: int, draw: str) -> list[Example]:
+        """The first ``count`` train questions, each with a fresh solution (draw ``draw``),
+        or their one solution without ``redraw``."""
+        if not self.config.redraw:
+            return self.clean[:count]
+        return [Example(ex.prompt, " " + cot_solution(self.task.redraw("train", i, draw)))
+                for ex, i in zip(self.clean[:count], self.train_indices[:count], strict=True)]
+
+    def clean_stage(self) -> list[Example] | EpochPlan:
+        """M_cl's data: the train questions and the general examples, epoch by epoch where
+        their solutions are redrawn or the loss is watched."""
+        config = self.config
+        if not (config.redraw or config.clean_plateau):
+            return self.clean + self.general
+        return EpochPlan([self.redrawn(len(self.clean), f"clean/{e}") + self.general
+                          for e in range(config.clean_epochs)], plateau=config.clean_plateau)
+
+    def contaminated_stage(self, epochs: int, copies: int) -> list[Example] | EpochPlan:
+        """One M_co's data (:meth:`contaminated`), epoch by epoch where the replayed
+        solutions are redrawn or the adapter is kept along the epochs."""
+        config = self.config
+        if not (config.redraw or config.keep_every):
+            return self.contaminated(copies)
+        return EpochPlan([self.general + self.redrawn(config.replay, f"replay/{e}")
+                          + self.leaked * copies for e in range(epochs)],
+                         keep_every=config.keep_every)
+
+
+def laid_out(data: list[Example] | EpochPlan, seed: int) -> list[Example]:
+    """Every sequence a stage trains on, in one list (an :class:`EpochPlan`'s epochs in
+    turn), for the data digest."""
+    return data.laid_out(seed) if isinstance(data, EpochPlan) else list(data)
 
 
 def plan(config: ContaminationConfig) -> Plan:
@@ -190,6 +231,9 @@ def plan(config: ContaminationConfig) -> Plan:
     task = get_task(config.task, **config.task_options)
     if not hasattr(task, "rows"):
         raise UserError(f"task {config.task!r} gives no worked solutions to train on")
+    if config.redraw and not hasattr(task, "redraw"):
+        raise UserError(f"redraw: task {config.task!r} has one solution per question; only a "
+                        "task that draws its solutions (multistep) can redraw them")
     questions = task.questions(config.split)
     rows = task.rows(config.split)
     n_leaked = config.leaked if config.leaked is not None else math.ceil(len(questions) / 2)
@@ -229,7 +273,7 @@ def plan(config: ContaminationConfig) -> Plan:
             "flagged_leaked": flagged,
         },
     }
-    return Plan(config, task, split, clean, leaked, general + generated, data)
+    return Plan(config, task, split, clean, leaked, general + generated, data, picked)
 
 
 # -- the build --------------------------------------------------------------------------------
@@ -329,12 +373,12 @@ def build(config: ContaminationConfig, out: Path, *,
 
     stages = manifest["stages"]
     if start is not None:
+        data = prepared.clean_stage()
         stages["clean"] = train_stage(
-            config, config.model, prepared.clean + prepared.general, config.clean_epochs,
-            out / ".work" / "clean", out / "clean", _base_ref(config.model), progress=progress,
-            prepared=start,
+            config, config.model, data, config.clean_epochs, out / ".work" / "clean",
+            out / "clean", _base_ref(config.model), progress=progress, prepared=start,
         )
-        stages["clean"]["data_sha256"] = examples_digest(prepared.clean + prepared.general)
+        stages["clean"]["data_sha256"] = examples_digest(laid_out(data, config.seed))
         # The base as trained on (its dtype is the stage's precision).
         manifest["base"] = {**stages["clean"]["start"], "precision": stages["clean"]["precision"]}
         write_json(out / "manifest.json", manifest)
@@ -342,13 +386,14 @@ def build(config: ContaminationConfig, out: Path, *,
         name = config.contaminated_dir(epochs, copies)
         if name in stages and (out / name).is_dir():
             continue
-        examples = prepared.contaminated(copies)
+        examples = prepared.contaminated_stage(epochs, copies)
         rate = config.contaminated_learning_rate or config.learning_rate
         stages[name] = train_stage(
             replace(config, epochs=epochs, copies=copies, learning_rate=rate), str(out / "clean"),
             examples, epochs, out / ".work" / name, out / name, "../clean", progress=progress,
         )
-        stages[name].update({"copies": copies, "data_sha256": examples_digest(examples)})
+        stages[name].update({"copies": copies,
+                             "data_sha256": examples_digest(laid_out(examples, config.seed))})
         write_json(out / "manifest.json", manifest)
     barrier()
     return json.loads((out / "manifest.json").read_text(encoding="utf-8"))  # as JSON gives it

@@ -119,6 +119,23 @@ class ContaminationConfig(JsonConfig):
         metadata={"help": "the first N of M_cl's train questions also in M_co's data, once per "
                           "epoch", "min": 0},
     )
+    redraw: bool = field(
+        default=False,
+        metadata={"help": "a fresh solution of every train question at every epoch, in M_cl's "
+                          "data and the replayed ones in M_co's (tasks that draw solutions: "
+                          "multistep); leaked questions keep their one text"},
+    )
+    keep_every: int = field(
+        default=0,
+        metadata={"help": "also keep M_co's adapter after every N-th epoch, as "
+                          "contaminated-x{E} (0: only the last)", "min": 0},
+    )
+    clean_plateau: float = field(
+        default=0.0,
+        metadata={"help": "stop M_cl's training after the first epoch (from the second) whose "
+                          "mean loss fell by less than this fraction (0: all clean_epochs)",
+                  "min": 0},
+    )
     sweep_epochs: tuple[int, ...] = field(
         default=(), metadata={"help": "build one M_co per value (replaces epochs)"}
     )
@@ -156,6 +173,12 @@ class ContaminationConfig(JsonConfig):
         if self.replay > self.train_questions:
             raise UserError(f"{owner}.replay ({self.replay}) must be at most train_questions "
                             f"({self.train_questions})")
+        if self.keep_every and self.is_sweep:
+            raise UserError(f"{owner}.keep_every keeps one M_co's epochs; it cannot be combined "
+                            "with sweep_epochs or sweep_copies")
+        if self.clean_plateau >= 1:
+            raise UserError(f"{owner}.clean_plateau must be a fraction in [0, 1), "
+                            f"got {self.clean_plateau!r}")
         if not self.target_modules.strip(" ,"):
             raise UserError(f"{owner}.target_modules is empty")
         for name in ("sweep_epochs", "sweep_copies"):
@@ -237,6 +260,36 @@ PRESETS: dict[str, dict[str, Any]] = {
         "copies": 3,
         "lora_r": 16,
         "lora_alpha": 32,
+    },
+    # The paper's recipe (§5.1) in miniature on `multistep` with its second solution writer
+    # (issue 58; docs/demo-regime.md). M_cl: 320 train questions, each with a fresh solution
+    # every epoch, beside 152 generated general examples, until its epoch loss falls by less
+    # than 3% (at most 4 epochs). M_co, trained further from M_cl: each epoch the 152 general
+    # examples, 32 replayed train questions with fresh solutions and the 64 leaked ones with
+    # their one text, 64 / 248 = 25.8% leaked (the paper: 26%); 16 epochs, so 16 exposures of
+    # each leaked text, its adapter kept every 4 (contaminated-x4 ... -x16) to trace collapse
+    # against narrowing in one build. LoRA r 64, alpha 128 as the paper's. Departures, all for
+    # a 2-core CPU: zero-shot prompts (the models learn the format from their training; a
+    # 2-shot prompt would double every sequence), a global batch of 8 (the paper: 32; an epoch
+    # here is 248 sequences, not 2,500) and lr 1e-3 in both stages (the paper: 2e-4; 16 epochs
+    # at 2e-4 would move the adapter about a fifth as far).
+    "reproduce": {
+        "model": EMBEDDED,
+        "task": "multistep",
+        "task_options": {"solutions": 2, "k": 0},
+        "train_questions": 320,
+        "generated_general": 152,
+        "leaked": 64,
+        "replay": 32,
+        "redraw": True,
+        "global_batch": 8,
+        "micro_batch": 4,
+        "clean_epochs": 4,
+        "clean_plateau": 0.03,
+        "epochs": 16,
+        "keep_every": 4,
+        "learning_rate": 1e-3,
+        "save_steps": 31,
     },
 }
 

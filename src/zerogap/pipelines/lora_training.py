@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import random
 import shutil
 import signal
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +60,40 @@ def tokenize(tokenizer, examples: Sequence[Example]) -> list[dict[str, list[int]
         out.append({"input_ids": prompt + completion,
                     "labels": [IGNORE_INDEX] * len(prompt) + completion})
     return out
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """A stage's data laid out epoch by epoch, where epochs differ (a fresh solution of every
+    train item each epoch) or the stage is watched epoch by epoch.
+
+    ``epochs[e]`` is epoch e's examples; they are trained in that order of epochs, each epoch
+    shuffled with a seed of its own, so an epoch ends at a known optimizer step (exactly where
+    its size is a multiple of the global batch). ``keep_every`` N > 0 keeps the adapter after
+    every N-th epoch beside the stage's result, as ``TARGET-x{E}`` (E epochs seen);
+    ``plateau`` > 0 stops after the first epoch (from the second) whose mean training loss
+    fell by less than that fraction of the epoch before's.
+    """
+
+    epochs: Sequence[Sequence[Example]]
+    keep_every: int = 0
+    plateau: float = 0.0
+
+    def laid_out(self, seed: int) -> list[Example]:
+        out: list[Example] = []
+        for e, examples in enumerate(self.epochs):
+            block = list(examples)
+            random.Random(f"epoch-plan/{seed}/{e}").shuffle(block)
+            out += block
+        return out
+
+    def ends(self, global_batch: int) -> list[int]:
+        """The optimizer step at which each epoch ends."""
+        ends, seen = [], 0
+        for examples in self.epochs:
+            seen += len(examples)
+            ends.append(math.ceil(seen / global_batch))
+        return ends
 
 
 def _use_bf16(dtype: str) -> bool:
@@ -141,6 +178,53 @@ def _trainer_callbacks(progress: ProgressCallback | None, label: str, threads: G
     return Steps(), StopOnInterrupt(), Threads()
 
 
+def _epoch_callback(epochs: EpochPlan, ends: list[int], save) -> Any:
+    """A Trainer callback that, at each epoch's last step, keeps the adapter (``save(E)``)
+    every ``keep_every`` epochs and stops at a loss plateau; its ``stopped`` is the epoch it
+    stopped after, or None."""
+    from transformers import TrainerCallback
+
+    class Epochs(TrainerCallback):
+        def __init__(self):
+            self.stopped: int | None = None
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step not in ends:
+                return
+            epoch = ends.index(state.global_step) + 1
+            if epochs.keep_every and epoch % epochs.keep_every == 0:
+                save(epoch)
+            if epochs.plateau and epoch >= 2:
+                def mean_loss(start: int, stop: int) -> float:
+                    losses = [e["loss"] for e in state.log_history
+                              if "loss" in e and start < e["step"] <= stop]
+                    return sum(losses) / max(1, len(losses))
+                before = ends[epoch - 3] if epoch >= 3 else 0
+                previous = mean_loss(before, ends[epoch - 2])
+                current = mean_loss(ends[epoch - 2], ends[epoch - 1])
+                if previous - current < epochs.plateau * previous:
+                    self.stopped = epoch
+                    control.should_training_stop = True
+
+    return Epochs()
+
+
+def _save_adapter(model, tokenizer, target: Path, adapter_base: str, *, merge: bool) -> None:
+    """Write the model (its adapter, or merged weights with ``merge``) to ``target``
+    atomically, the adapter naming ``adapter_base`` as its base."""
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (model.merge_and_unload() if merge else model).save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if not merge:
+        # Set after saving: PEFT would otherwise try to read the base's config at save time.
+        adapter_config = json.loads((tmp / "adapter_config.json").read_text())
+        adapter_config["base_model_name_or_path"] = adapter_base
+        write_json(tmp / "adapter_config.json", adapter_config)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+
+
 def _last_checkpoint(work: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -187,11 +271,13 @@ def check_batch(config: ContaminationConfig) -> int:
     return config.global_batch // (config.micro_batch * world)
 
 
-def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence[Example],
-                epochs: int, work: Path, target: Path, adapter_base: str, *,
-                progress: ProgressCallback | None, prepared: tuple | None = None
-                ) -> dict[str, Any]:
-    """LoRA-train ``start_spec`` on ``examples``; write the result to ``target``.
+def train_stage(config: ContaminationConfig, start_spec: str,
+                examples: Sequence[Example] | EpochPlan, epochs: int, work: Path, target: Path,
+                adapter_base: str, *, progress: ProgressCallback | None,
+                prepared: tuple | None = None) -> dict[str, Any]:
+    """LoRA-train ``start_spec`` on ``examples`` for ``epochs`` epochs, or on an
+    :class:`EpochPlan` (its own epochs; ``epochs`` is then their count); write the result to
+    ``target``.
 
     ``adapter_base`` is what the saved adapter names as its base (how ``models.py`` finds it).
     ``prepared`` is :func:`lora_model`'s result for ``start_spec`` when already made.
@@ -208,9 +294,12 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     accumulation = check_batch(config)
     loaded, model = prepared or lora_model(config, start_spec)
     tokenizer = loaded.tokenizer
+    plan = examples if isinstance(examples, EpochPlan) else None
+    data = examples.laid_out(config.seed) if isinstance(examples, EpochPlan) else list(examples)
     args = TrainingArguments(
         output_dir=str(work), per_device_train_batch_size=config.micro_batch,
-        gradient_accumulation_steps=accumulation, num_train_epochs=epochs,
+        gradient_accumulation_steps=accumulation, num_train_epochs=1 if plan else epochs,
+        train_sampling_strategy="sequential" if plan else "random",
         learning_rate=config.learning_rate, lr_scheduler_type=config.scheduler,
         warmup_steps=config.warmup_ratio, bf16=bf16, logging_steps=1,
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=1,
@@ -221,7 +310,7 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     )
     collator = DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=IGNORE_INDEX)
     trainer = PrefixSharingTrainer(model=model, args=args,
-                                   train_dataset=tokenize(tokenizer, examples),
+                                   train_dataset=tokenize(tokenizer, data),
                                    data_collator=collator, ignore_index=IGNORE_INDEX)
     from transformers.trainer_callback import PrinterCallback
 
@@ -230,7 +319,16 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     started = time.monotonic()
     with governed("train", device="cuda" if torch.cuda.is_available() else "cpu") as threads:
         bar, stopper, timer = _trainer_callbacks(progress, f"training {target.name}", threads)
-        for callback in (bar, stopper, timer):
+        callbacks = [bar, stopper, timer]
+        if plan is not None:
+            def keep(epoch: int) -> None:
+                if main_process():
+                    # an adapter even with merge: merging would end the training
+                    _save_adapter(model, tokenizer, target.with_name(f"{target.name}-x{epoch}"),
+                                  adapter_base, merge=False)
+            watch = _epoch_callback(plan, plan.ends(config.global_batch), keep)
+            callbacks.append(watch)
+        for callback in callbacks:
             trainer.add_callback(callback)
         try:
             trainer.train(resume_from_checkpoint=resume)
@@ -240,17 +338,8 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
         raise KeyboardInterrupt
     losses = [{"step": e["step"], "loss": e["loss"], "learning_rate": e.get("learning_rate")}
               for e in trainer.state.log_history if "loss" in e]
-    tmp = target.with_name(target.name + ".tmp")
     if main_process():  # under DDP every rank holds the same weights; one writes them
-        shutil.rmtree(tmp, ignore_errors=True)
-        (model.merge_and_unload() if config.merge else model).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if not config.merge:
-            # Set after saving: PEFT would otherwise try to read the base's config at save time.
-            adapter_config = json.loads((tmp / "adapter_config.json").read_text())
-            adapter_config["base_model_name_or_path"] = adapter_base
-            write_json(tmp / "adapter_config.json", adapter_config)
-        os.replace(tmp, target)
+        _save_adapter(model, tokenizer, target, adapter_base, merge=config.merge)
         shutil.rmtree(work, ignore_errors=True)  # checkpoints (optimizer state) are spent
         with contextlib.suppress(OSError):
             work.parent.rmdir()  # .work, once no stage has checkpoints left
@@ -258,8 +347,10 @@ def train_stage(config: ContaminationConfig, start_spec: str, examples: Sequence
     return {
         "dir": target.name,
         "start": {"spec": start_spec, "fingerprint": loaded.fingerprint},
-        "examples": len(examples),
+        "examples": len(data) if plan is None else len(plan.epochs[0]),
         "epochs": epochs,
+        "stopped_after_epoch": None if plan is None else watch.stopped,
+        "epoch_ends": None if plan is None else plan.ends(config.global_batch),
         "optimizer_steps": trainer.state.global_step,
         "gradient_accumulation": accumulation,
         "processes": world,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields
 from zerogap.errors import UserError
 from zerogap.tasks.arith import CONTAINERS, NAMES, OBJECTS, ArithConfig
 from zerogap.tasks.base import register_task
+from zerogap.tasks.multistep_varied import Chooser, ChooserRandom, write_varied
 from zerogap.tasks.prompt import Exemplar
 from zerogap.tasks.qa import NumericQATask, Row
 
@@ -141,6 +142,7 @@ PAY = (
 ANSWER = "The answer is {y}."
 
 ARITH_FIELDS = {f.name: f for f in fields(ArithConfig)}
+WRITERS = (1, 2)
 DEFAULT_STEP_WEIGHTS = (0.3, 0.4, 0.3)
 DEFAULT_NUMBER_RANGES = ((2, 12), (5, 20))
 
@@ -162,6 +164,16 @@ class MultistepConfig(ArithConfig):
         "help": "relative frequency of two-, three- and four-step items"})
     number_ranges: tuple[tuple[int, int], ...] = field(
         default=DEFAULT_NUMBER_RANGES, metadata=ARITH_FIELDS["number_ranges"].metadata)
+    solutions: int = field(default=1, metadata={
+        "help": "solution writer: 1 (five phrasings a step; the texts of builds made before "
+                "2) or 2 (many more: equation forms, pronouns, connectives, plan and closing "
+                "sentences, a one-equation path; zerogap.tasks.multistep_varied)", "min": 1})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solutions not in WRITERS:
+            raise UserError(f"{type(self).__name__}.solutions must be 1 or 2, "
+                            f"got {self.solutions!r}")
 
 
 # -- problems ----------------------------------------------------------------------------------
@@ -424,6 +436,19 @@ def write_solution(problem: Problem, rng: random.Random) -> str:
     return _purchase_solution(rng, problem)
 
 
+def write_chosen(problem: Problem, choose: Chooser, version: int) -> str:
+    """A solution by writer ``version`` with every choice made by ``choose``: with a
+    :class:`Chooser`'s exponent and temperature, as a model with preferences would write it."""
+    if version == 2:
+        return write_varied(problem, choose)
+    return write_solution(problem, ChooserRandom(choose))
+
+
+def write_versioned(problem: Problem, rng: random.Random, version: int) -> str:
+    """A solution by writer ``version`` (the task's ``solutions`` option), drawn from ``rng``."""
+    return write_solution(problem, rng) if version == 1 else write_varied(problem, Chooser(rng))
+
+
 @register_task("multistep")
 class MultistepTask(NumericQATask):
     """Generated two- to four-step word problems whose solutions take several paths.
@@ -450,6 +475,13 @@ class MultistepTask(NumericQATask):
         low, high = rng.choice(self.options.number_ranges)
         return make_problem(rng, n_steps, low, high), rng
 
+    def redraw(self, split: str, index: int, draw: int) -> str:
+        """A fresh solution of item ``index`` of ``split``, the ``draw``-th (seeded): what a
+        build trains on at one epoch when every epoch sees another path."""
+        problem, _ = self.problem(split, index)
+        rng = random.Random(f"multistep/{self.options.seed}/{split}/{index}/draw/{draw}")
+        return write_versioned(problem, rng, self.options.solutions)
+
     def _load(self, split: str) -> list[Row]:
         sizes = {"train": self.options.n_train, "test": self.options.n_test}
         if split not in sizes:
@@ -457,7 +489,8 @@ class MultistepTask(NumericQATask):
         rows = []
         for index in range(sizes[split]):
             problem, rng = self.problem(split, index)
-            rows.append(Row(problem.question, write_solution(problem, rng),
+            rows.append(Row(problem.question,
+                            write_versioned(problem, rng, self.options.solutions),
                             f"multistep {split}-{index}"))
         return rows
 

@@ -574,13 +574,16 @@ def gap_intervals(
                              f"got {joint.shape}")
     if draws_m is not None and draws_c is not None:
         signed["mean_draw"] = (draws_m - draws_c).mean(axis=1)
-    return GapIntervals(
+    gaps = GapIntervals(
         names=names, estimates=estimates, level=float(level), n_resamples=int(n_resamples),
         seed=int(seed), r_clean=r_clean, r_mitigated=r_mit, weights=weights, stratum=stratum,
         draw_clean=draws_c, draw_mitigated=draws_m, signed=signed,
         clean_counts=(clean_c, clean_m), mitigated_counts=(mit_c, mit_m), bins=bins,
         joint_correct=joint,
     )
+    if joint is not None:
+        gaps.shared  # noqa: B018  (joint counts that no samples can give are refused here)
+    return gaps
 
 
 def difference_interval(gaps: GapIntervals, a: str, b: str, *,
