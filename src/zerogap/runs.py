@@ -327,17 +327,16 @@ def check_resume(request: RunRequest, run_dir: Path, greedy_dir: Path | None = N
 
     Compared here, without importing torch: every field a run records that the request
     fixes (backend, model spec, task and its options, split, weight dtype once concrete,
-    sampling settings, strategy and its options, readout), and the greedy decodes' fields in
-    ``greedy_dir`` (default ``run_dir``) where the strategy reuses them. The model's
-    fingerprint, the backend's noise scheme and a chat template's rendering need the loaded
-    model (or its backend) and are checked when the run is recorded. A larger m is no
+    sampling settings, strategy and its options, readout, the prompting: :func:`_prompting`),
+    and the greedy decodes' fields in ``greedy_dir`` (default ``run_dir``) where the strategy
+    reuses them. The model's fingerprint, the backend's noise scheme and the tokenizer's own
+    chat template need the loaded model (or its backend) and are checked when the run is
+    recorded. A larger m is no
     difference: the questions get the sample indices they lack.
     """
     task, strategy = request.task, request.strategy
     known: dict[str, Any] = {"backend": request.backend, "model": request.model,
                              "task": task.name, "split": request.split}
-    if request.chat is None or (request.chat[0] is None and not request.chat[1]):
-        known["task_config"] = task.config()  # a chat template's hash needs the tokenizer
     if request.engine.dtype not in (None, "auto"):
         known["dtype"] = request.engine.dtype
     if request.greedy:
@@ -347,11 +346,11 @@ def check_resume(request: RunRequest, run_dir: Path, greedy_dir: Path | None = N
     reused = _greedy_fields(request.spec.max_new_tokens, get_strategy(PLAIN))
     if strategy.needs_greedy and greedy_dir is not None and _stored(greedy_dir):
         with RunStore(greedy_dir, create=False) as store:
-            store.refuse_other({**known, **reused})
+            store.refuse_other({**known, **_prompting(request, store), **reused})
     if not _stored(run_dir):
         return len(request.questions)
     with RunStore(run_dir, create=False) as store:
-        store.refuse_other({**known, **own,
+        store.refuse_other({**known, **_prompting(request, store), **own,
                             **(reused if strategy.needs_greedy and greedy_dir is None else {})})
         if request.greedy:
             done = store.completed_greedy()
@@ -359,6 +358,26 @@ def check_resume(request: RunRequest, run_dir: Path, greedy_dir: Path | None = N
         counts = store.sample_counts()
     wanted = request.samples or {}
     return sum(counts.get(q.id, 0) < wanted.get(q.id, request.spec.m) for q in request.questions)
+
+
+def _prompting(request: RunRequest, store: RunStore) -> dict[str, Any]:
+    """The ``task_config`` ``request`` records, for :func:`check_resume`: the task's options,
+    and with a chat the system instruction and the template's digest. The tokenizer's own
+    template is read once the model loads, so its digest is taken as ``store`` holds it here
+    (the recorded run checks it then)."""
+    from zerogap.tasks.chat import TOKENIZER_TEMPLATE, template_digest
+
+    config = request.task.config()
+    template, system = request.chat if request.chat is not None else (None, None)
+    if system:
+        config["system_instruction"] = system
+    if template == TOKENIZER_TEMPLATE:
+        stored = store.config().get("task_config") or {}
+        if "chat_template" in stored:
+            config["chat_template"] = stored["chat_template"]
+    elif template is not None:
+        config["chat_template"] = template_digest(template)
+    return {"task_config": config}
 
 
 def _stored(run_dir: Path) -> bool:

@@ -63,10 +63,15 @@ class ChatPrompts:
     def config(self) -> dict:
         prompting: dict[str, Any] = {}
         if self.template is not None:
-            prompting["chat_template"] = hashlib.sha256(self.template.encode()).hexdigest()[:16]
+            prompting["chat_template"] = template_digest(self.template)
         if self.system:
             prompting["system_instruction"] = self.system
         return {**self.task.config(), **prompting}
+
+
+def template_digest(template: str) -> str:
+    """The digest a run records of the chat template that rendered its prompts."""
+    return hashlib.sha256(template.encode()).hexdigest()[:16]
 
 
 def render_chat(tokenizer: Any, messages: list[dict[str, str]], *,
