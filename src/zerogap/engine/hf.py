@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,10 +54,29 @@ from zerogap.engine.base import (
 )
 from zerogap.engine.batching import BatchSizer
 from zerogap.engine.cache import RowCache
-from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
-from zerogap.engine.memory import available_bytes
+from zerogap.engine.hooks import (
+    Intervention,
+    Patch,
+    patched,
+    reads_row_cache,
+    restart_samples,
+    sample_stats,
+)
+from zerogap.engine.memory import (
+    ENV,
+    FLAG,
+    MemoryShortError,
+    MemoryWatch,
+    available_bytes,
+    decode_row_bytes,
+    format_size,
+    process_budget,
+    release_freed,
+)
+from zerogap.engine.memory import override as memory_override
+from zerogap.engine.prefill import Prefill, head_dim, kv_heads
 from zerogap.engine.prefix_cache import PrefixCache, limit_bytes, weights_state
-from zerogap.engine.stops import eos_ids, stop_tokens
+from zerogap.engine.stops import Stopping, eos_ids
 from zerogap.engine.threads import governed, override
 from zerogap.progress import Progress, ProgressCallback
 
@@ -100,9 +118,6 @@ def _common_prefix_length(ids: Sequence[Sequence[int]]) -> int:
     return n
 
 
-_PREFIXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 class _Decoder:
     """Shared machinery of :func:`sample` and :func:`greedy` for one engine call."""
 
@@ -118,16 +133,13 @@ class _Decoder:
         self.device = next(model.parameters()).device
         self.cache_arg = cache_kwarg(model)
         self.max_new = max_new_tokens
-        self.stop = tuple(s for s in stop if s)
-        self.stop_tail = 2 * max((len(s) for s in self.stop), default=0) + 4
-        self.eos = torch.tensor(eos_ids(model, tokenizer), device=self.device)
-        self.eos_set = set(self.eos.tolist())
+        self.stopping = Stopping(tokenizer, eos_ids(model, tokenizer), stop, max_new_tokens)
         self.ids = [tokenizer(p)["input_ids"] for p in prompts]
         if min(len(x) for x in self.ids) == 0:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
         self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
-        self.prefixes = prefixes
+        self.prefill = Prefill(model, prefixes)
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_question = max(len(x) for x in self.ids) - self.prefix_len
         self.max_own = self.max_question + max_new_tokens
@@ -139,125 +151,41 @@ class _Decoder:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a BatchSizer
         self.threads = threads  # None: chosen as it runs (zerogap.engine.threads)
+        self.budget = process_budget()
+        self.row_bytes = 0  # a row's bytes at its peak, once run() has sized the batch
         self.cache: RowCache | None = None
-        self.stop_tokens = stop_tokens(tokenizer, self.stop)
         self.generated = 0
 
-    # -- model calls ----------------------------------------------------------------------------
-
-    def _cache(self, kv):
-        from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer
-
-        cache = DynamicCache(config=self.model.config)
-        while len(cache.layers) < len(kv):  # a patch's source model keeps its kv as extra layers
-            cache.layers.append(DynamicLayer())
-        for layer, (k, v) in zip(cache.layers, kv, strict=True):
-            layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k, v
-        return cache
-
-    def _encode(self, sequences: list[list[int]], kv, start: int):
-        """Run each of ``sequences`` on top of the same ``kv`` (batch 1, ``start`` tokens), in
-        one forward call; return their last logits (B, V) float32 and, per sequence, its keys
-        and values past ``start``: one (1, Hkv, n_i, D) pair per layer.
-
-        The sequences are left-padded to the longest, the pads hidden by the attention mask,
-        so every row's last logits are the call's last position. A pad's query must still see
-        a key, which is why the caller batches only on top of a non-empty ``kv``.
-        """
-        cfg = self.model.config.get_text_config(decoder=True)
-        if kv is None:
-            kv = [
-                (torch.empty(1, self._kv_heads(cfg), 0, self._head_dim(cfg),
-                             dtype=self.model.dtype, device=self.device),) * 2
-                for _ in range(cfg.num_hidden_layers)
-            ]
-        width = max(len(x) for x in sequences)
-        if not width:
-            return None, [kv]
-        batch = len(sequences)
-        cache = self._cache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
-                             for k, v in kv])
-        pads = torch.tensor([width - len(x) for x in sequences], device=self.device)
-        steps = torch.arange(width, device=self.device)
-        # The last position as an index tensor, not ``logits_to_keep=1``: the slice that the int
-        # makes is a strided view, on which PyTorch's linear (frozen weights) takes a batched
-        # product over the output matrix copied once per row, 0.9 GB for 16 rows of
-        # SmolLM2's 49,152 x 576 (1.6 s against 13 ms in bfloat16); the index gathers a
-        # contiguous (B, 1, hidden) and the product is one plain matrix product.
-        last = torch.tensor([width - 1], device=self.device)
-        out = self.model(
-            input_ids=torch.tensor([[0] * (width - len(x)) + list(x) for x in sequences],
-                                   device=self.device),
-            attention_mask=torch.cat([torch.ones(batch, start, dtype=torch.long,
-                                                 device=self.device),
-                                      (steps >= pads[:, None]).long()], dim=1),
-            position_ids=start + (steps - pads[:, None]).clamp_(min=0),
-            use_cache=True, logits_to_keep=last, **{self.cache_arg: cache},
-        )
-        per_row = []
-        for i, first in enumerate((start + pads).tolist()):
-            own = [(layer.keys[i : i + 1, :, first:], layer.values[i : i + 1, :, first:])
-                   for layer in cache.layers]
-            # Batched, they are copied so that the call's keys (the prefix once per row) go.
-            per_row.append([(k.clone(), v.clone()) for k, v in own] if batch > 1 else own)
-        return out.logits[:, -1].float(), per_row
-
-    def _prefix(self, patch: Patch | None) -> list:
-        """The shared prefix's keys and values: the previous call's on this model, this
-        machine's file of them (:mod:`zerogap.engine.prefix_cache`), or encoded.
-
-        A run calls the engine several times with one prompt prefix (greedy decodes, then
-        samples; a study's strategies one after another), and on W the prefix is 1,170 tokens,
-        about 3.5 s of one core each time. Its keys are reused while the same tokens meet the
-        same weights: every parameter and buffer at the same address and version (an
-        in-place update bumps the version) and the same forward hooks; a patch (which changes
-        the activations) or weights without version counters always encode afresh. The
-        encode is deterministic, so reuse changes no draw. Only the latest prefix per model
-        is kept in memory; on disk, while the weights are still the ones fingerprinted at
-        load, so that the next command with this prefix skips the encode.
-        """
-        tokens = self.ids[0][: self.prefix_len]
-        state = None if patch is not None else weights_state(self.model)
-        if state is None:
-            return self._encode([tokens], None, 0)[1][0]
-        key = (tuple(tokens), state)
-        known = _PREFIXES.get(self.model)
-        if known is not None and known[0] == key:
-            return known[1]
-        disk = self.prefixes if tokens and self.prefixes and self.prefixes.holds(state) else None
-        kv, path = disk.load(self.model, tokens) if disk else (None, None)
-        if kv is not None:
-            _log.info("prefix of %d tokens read from %s", len(tokens), path,
-                      extra={"engine": {"prefix_file": str(path)}})
-        else:
-            kv = self._encode([tokens], None, 0)[1][0]
-            if disk and (path := disk.save(self.model, tokens, kv)) is not None:
-                _log.info("prefix of %d tokens written to %s", len(tokens), path,
-                          extra={"engine": {"prefix_file": str(path)}})
-        _PREFIXES[self.model] = (key, kv)
-        return kv
-
-    @staticmethod
-    def _kv_heads(cfg) -> int:
-        return getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-
-    @staticmethod
-    def _head_dim(cfg) -> int:
-        return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-
     def _memory_rows(self) -> int:
-        """Rows whose buffers fit in half the free memory: own keys and values for every
-        layer, the prefix attention's float32 scores, and a few vocabulary-sized vectors."""
+        """Rows whose decode fits in memory at its peak: on a GPU half its free memory, on a
+        CPU the calling worker's share of the process's budget
+        (:meth:`~zerogap.engine.memory.MemoryBudget.room`), less the question encodes' keys.
+        A :class:`~zerogap.engine.memory.MemoryShortError` where not even one row fits."""
         cfg = self.model.config.get_text_config(decoder=True)
-        per_token = (self.own_layers * self._kv_heads(cfg) * self._head_dim(cfg) * 2
+        per_token = (self.own_layers * kv_heads(cfg) * head_dim(cfg) * 2
                      * self.model.dtype.itemsize)
-        vocab = self.model.get_output_embeddings().weight.shape[0]
-        scores = cfg.num_attention_heads * (self.prefix_len + self.max_own) * 4 * 2
-        per_row = per_token * self.max_own + scores + vocab * 4 * 8
-        # Keep half of what is free for activations, the allocator and everything else.
-        return max(1, available_bytes(self.device) // 2 // per_row)
+        self.row_bytes = decode_row_bytes(
+            per_token=per_token, own_tokens=self.max_own,
+            attended=self.prefix_len + self.max_own, heads=cfg.num_attention_heads,
+            vocab=self.model.get_output_embeddings().weight.shape[0])
+        if self.device.type != "cpu":
+            return max(1, available_bytes(self.device) // 2 // self.row_bytes)
+        # One batched encode holds the prefix once per question encoded, and a copy of it.
+        encode = 2 * per_token * min(_ENCODE_POSITIONS,
+                                     self.encode_rows * (self.prefix_len + self.max_question))
+        room = self.budget.room() - encode
+        if room < self.row_bytes:
+            raise self._short(room)
+        return room // self.row_bytes
+
+    def _short(self, room: int) -> MemoryShortError:
+        budget = self.budget
+        return MemoryShortError(
+            f"memory budget {format_size(budget.total)} ({budget.source}) leaves "
+            f"{format_size(max(0, room))} for decoding and one row of this call needs "
+            f"{format_size(self.row_bytes)} (the process holds "
+            f"{format_size(budget.resident() or 0)}); give more with {FLAG} or {ENV}, "
+            "and the same command resumes what was stored")
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -295,8 +223,8 @@ class _Decoder:
                           key=lambda q: len(self.ids[q]))
             for at in range(0, len(todo), self.encode_rows):
                 chunk = todo[at : at + self.encode_rows]
-                logits, kv = self._encode([self.ids[q][self.prefix_len:] for q in chunk],
-                                          self.prefix_kv, self.prefix_len)
+                logits, kv = self.prefill.encode([self.ids[q][self.prefix_len:] for q in chunk],
+                                                 self.prefix_kv, self.prefix_len)
                 for i, q in enumerate(chunk):
                     prefilled[q] = (logits[i : i + 1], kv[i])
 
@@ -333,20 +261,49 @@ class _Decoder:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
 
+        def shrink() -> None:
+            """Memory ran short (:class:`~zerogap.engine.memory.MemoryWatch`): every live row
+            goes back to the queue, the row cache is freed, and the call goes on with half the
+            rows. A restarted row draws the same tokens (its noise depends on its seed,
+            question, sample and step only); the intervention forgets its statistics."""
+            nonlocal sizer
+            rows = state["rows"]
+            live = len(rows.lengths)
+            if self.max_rows <= 1:
+                raise self._short(self.budget.room())
+            self.max_rows = max(1, min(self.max_rows, live) // 2)
+            sizer = None
+            restart = sorted(zip(rows.question.tolist(), rows.sample.tolist(), strict=True))
+            restart_samples(intervention, rows.question, rows.sample)
+            queue.extendleft(reversed(restart))
+            state["rows"] = state["logits"] = None
+            host_tokens.clear()
+            host_entropy.clear()
+            self.cache = None
+            release_freed()
+            _log.warning("memory short (budget %s, %s resident): the batch goes from %d to %d "
+                         "rows", format_size(self.budget.total),
+                         format_size(self.budget.resident() or 0), live, self.max_rows,
+                         extra={"engine": {"rows": self.max_rows, "shrunk_from": live}})
+
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.inference_mode())
             stack.enter_context(patched(patch, self.model))
             stack.enter_context(prefix_attention(self.model))
             # On a CPU the thread count follows the cores other processes leave (threads.py).
             cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
-            self.prefix_kv = self._prefix(patch)
+            self.prefix_kv = self.prefill.prefix(self.ids[0][: self.prefix_len], patch)
             sizer: BatchSizer | None = None
             if self.max_rows is None:
                 sizer = BatchSizer(min(self._memory_rows(), sum(left)))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
+            # A row count the caller fixed is not shrunk: it said what it needs.
+            watch = MemoryWatch(self.budget) if self.row_bytes else None
             while True:
+                if watch is not None and state["rows"] is not None and watch.short():
+                    shrink()
                 before = 0 if state["rows"] is None else len(state["rows"].lengths)
                 admit()
                 rows = state["rows"]
@@ -377,12 +334,13 @@ class _Decoder:
                     both = torch.stack([chosen.double(), entropy.double()]).tolist()
                     chosen_host, entropy_host = [int(t) for t in both[0]], both[1]
                 self.generated += len(chosen_host)
-                finished = self._advance(chosen_host, entropy_host, host_tokens, host_entropy)
+                finished = self.stopping.advance(chosen_host, entropy_host, host_tokens,
+                                                 host_entropy)
                 if finished:
                     q_host, s_host = rows.question.tolist(), rows.sample.tolist()
                     for r, how in finished.items():
                         q, s = q_host[r], s_host[r]
-                        results[q][s - indices[q].start] = self._finish(
+                        results[q][s - indices[q].start] = self.stopping.finish(
                             host_tokens[r], how, host_entropy[r] if with_entropy else None,
                             sample_stats(intervention, q, s))
                         left[q] -= 1
@@ -406,39 +364,6 @@ class _Decoder:
                 # A step in which rows joined also encoded them: not timed.
                 cpu.step(len(chosen_host), timed=not joined, settled=sizer is None)
         return results
-
-    def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
-        """Append each row's new token on the host; return {row: finish reason} for rows done.
-
-        Only rows whose newest token can complete a stop string have their tail decoded.
-        """
-        finished = {}
-        stop_rows = []
-        for r, t in enumerate(chosen):
-            if entropy is not None:
-                host_entropy[r].append(entropy[r])
-            if t in self.eos_set:
-                finished[r] = "eos"
-                continue
-            host_tokens[r].append(t)
-            if t in self.stop_tokens:
-                stop_rows.append(r)
-            if len(host_tokens[r]) >= self.max_new:
-                finished[r] = "length"
-        if stop_rows:
-            tails = self.tokenizer.batch_decode(
-                [host_tokens[r][-self.stop_tail:] for r in stop_rows]
-            )
-            for r, tail in zip(stop_rows, tails, strict=True):
-                if any(s in tail for s in self.stop):
-                    finished[r] = "stop"
-        return finished
-
-    def _finish(self, tokens, how, entropies, stats) -> Generation:
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        if how == "stop":
-            text = text[: min(text.find(s) for s in self.stop if s in text)]
-        return Generation(list(tokens), text, how, entropies, stats)
 
     def _layer_prefix(self, kv) -> list:
         """The shared prefix per cache layer; empty for layers the prefix encode did not see
@@ -636,7 +561,8 @@ class HFBackend:
 
         check_device(options.device)  # a bogus or absent device is one line before any load
         limit_bytes()  # so is a bad $ZEROGAP_PREFIX_CACHE_MB
-        override()  # and a bad $ZEROGAP_THREADS
+        override()  # a bad $ZEROGAP_THREADS
+        memory_override()  # and a bad $ZEROGAP_MAX_MEMORY
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):
