@@ -205,7 +205,8 @@ class _Decoder:
         left = [len(r) for r in indices]
         queue = deque((q, s) for q in range(n_q) for s in indices[q])
         prefilled: dict[int, tuple] = {}
-        state = {"rows": None, "logits": None}
+        state: dict[str, Any] = {"rows": None, "logits": None}
+        sizer: BatchSizer | None = None  # while the batch size is being chosen
         host_tokens: list[list[int]] = []
         host_entropy: list[list[float]] = []
         start, last_note, n_done = time.perf_counter(), 0.0, 0
@@ -267,11 +268,11 @@ class _Decoder:
             rows. A restarted row draws the same tokens (its noise depends on its seed,
             question, sample and step only); the intervention forgets its statistics."""
             nonlocal sizer
-            rows = state["rows"]
-            live = len(rows.lengths)
-            if self.max_rows <= 1:
+            rows: _Rows = state["rows"]
+            live, limit = len(rows.lengths), self.max_rows or 1
+            if limit <= 1:
                 raise self._short(self.budget.room())
-            self.max_rows = max(1, min(self.max_rows, live) // 2)
+            self.max_rows = max(1, min(limit, live) // 2)
             sizer = None
             restart = sorted(zip(rows.question.tolist(), rows.sample.tolist(), strict=True))
             restart_samples(intervention, rows.question, rows.sample)
@@ -293,7 +294,6 @@ class _Decoder:
             # On a CPU the thread count follows the cores other processes leave (threads.py).
             cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
             self.prefix_kv = self.prefill.prefix(self.ids[0][: self.prefix_len], patch)
-            sizer: BatchSizer | None = None
             if self.max_rows is None:
                 sizer = BatchSizer(min(self._memory_rows(), sum(left)))
                 self.max_rows = sizer.size

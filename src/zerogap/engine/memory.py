@@ -207,10 +207,10 @@ class MemoryBudget:
         return (held is not None and held > self.total) or self.available() < RESERVE
 
     def record(self) -> dict:
-        """What a run records: the budget, where it came from, the peak resident memory."""
-        return {"budget_bytes": self.total, "budget": format_size(self.total),
-                "source": self.source, "peak_resident_bytes": peak_resident_bytes(),
-                "peak_resident": format_size(peak_resident_bytes())}
+        """What a study records (``study.json``'s ``memory``): the budget in bytes, where it
+        came from, and the most this process has held resident so far."""
+        return {"budget_bytes": self.total, "source": self.source,
+                "peak_resident_bytes": peak_resident_bytes()}
 
 
 _LOCK = threading.Lock()
@@ -281,19 +281,20 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
 
 
 class MemoryWatch:
-    """Reads :meth:`MemoryBudget.short` while a decode runs, at most every ``interval``
-    seconds (a read costs tens of microseconds, a step milliseconds)."""
+    """Reads :meth:`MemoryBudget.short` while a decode runs, at most every :attr:`INTERVAL`
+    seconds (a read costs tens of microseconds, a decode step milliseconds)."""
 
-    def __init__(self, budget: MemoryBudget, interval: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic):
-        self.budget, self.interval, self.clock = budget, interval, clock
-        self._next = clock() + interval
+    INTERVAL = 0.5
+
+    def __init__(self, budget: MemoryBudget, clock: Callable[[], float] = time.monotonic):
+        self.budget, self.clock = budget, clock
+        self._next = clock() + self.INTERVAL
 
     def short(self) -> bool:
         now = self.clock()
         if now < self._next:
             return False
-        self._next = now + self.interval
+        self._next = now + self.INTERVAL
         return self.budget.short()
 
 
