@@ -92,7 +92,8 @@ class EngineOptions(JsonConfig):
         "help": "weight dtype; auto: bfloat16 where the device computes it natively (a CPU "
                 "with AMX-BF16 or AVX512-BF16, a GPU), else float32"})
     max_batch: int | None = field(default=None, metadata={
-        "help": "most rows decoded together (default: sized from free memory)", "min": 1,
+        "help": "most rows decoded together (default: sized from the memory budget and the "
+                "call's own timing)", "min": 1,
         "flag": "--batch-size", "metavar": "N"})
     threads: int | None = field(default=None, metadata={
         "help": "torch threads on a CPU, fixed (default: as many as the cores other processes "

@@ -17,8 +17,9 @@ How one call works:
 4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once (the last
    rows move into their slots), and queued samples take the free slots when enough are free.
 
-The batch size is chosen from free memory and the timing of the call's own first decode steps
-(:class:`BatchSizer`) unless the caller fixes it.
+The batch size is chosen from the process's memory budget (:mod:`zerogap.engine.memory`) and
+the timing of the call's own first decode steps (:class:`BatchSizer`) unless the caller fixes
+it; when memory runs short while the call decodes, it goes on with half the rows.
 
 Sampling uses :mod:`zerogap.engine.noise`, so a sample's tokens depend on (seed, question id,
 sample index, step) and the logits only: not on batch size, batch composition or resumption.
@@ -445,8 +446,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default: chosen from free memory and the timing of the
-        call's first decode steps (see :class:`BatchSizer`).
+        Most rows decoded together; default: chosen from the process's memory budget and the
+        timing of the call's first decode steps (see :class:`BatchSizer`).
     progress : callable, optional
         ``progress(Progress("questions", done, N, "q", note))`` at the start, at every finished
         question and at most once a second with the rate (``"312 tok/s"``); ``cli/`` draws it.
