@@ -87,6 +87,22 @@ def test_room_is_what_is_left_under_the_budget_and_the_machines_reserve():
     assert _budget(held=11 * GIB).short() and _budget(free=RESERVE - 1).short()
 
 
+def test_a_default_budget_gives_way_where_the_machine_has_room_and_a_fixed_one_does_not():
+    def soft(held, free=100 * GIB):
+        return MemoryBudget(4 * GIB, "default", strict=False, resident=lambda: held,
+                            available=lambda: free)
+
+    # The models loaded after the default was read fill it: each worker still gets its floor.
+    assert soft(5 * GIB).room() == memory.SOFT_ROOM
+    assert soft(GIB).room() == 3 * GIB  # below the budget, the budget's own room
+    assert soft(5 * GIB, free=RESERVE + MIB).room() == MIB  # never more than the machine has
+    assert _budget(held=5 * GIB, total=4 * GIB).room() == 0
+    assert not soft(4 * GIB + memory.SOFT_ROOM).short()
+    assert soft(4 * GIB + memory.SOFT_ROOM + 1).short() and soft(GIB, free=RESERVE - 1).short()
+    assert not default_budget({}, available=lambda: GIB).strict
+    assert default_budget({ENV: "1GiB"}).strict
+
+
 def test_workers_side_by_side_each_plan_for_their_share():
     budget = _budget()
     rooms: dict[int, int] = {}

@@ -111,6 +111,10 @@ leaves room for a second study, a browser, or the other developers of a shared n
 # What the machine must keep available for everything else; below it the engine shrinks its
 # batch whatever the budget says (another process grew while a run lasted).
 RESERVE = 512 << 20
+# What each worker may add under a default budget however full the process is, where the
+# machine has it: enough rows for the decode's rate (the batch sizer's 64-row floor of a
+# 135M model's rows of a few hundred tokens), not the machine's whole free memory.
+SOFT_ROOM = 1 << 30
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
           "tb": 1000 ** 4, "tib": 1 << 40}
@@ -184,27 +188,35 @@ class MemoryBudget:
     and shrinks its batch when the process has gone over the budget or the machine's
     available memory has fallen under :data:`RESERVE` (another process grew).
 
-    ``total``: the budget in bytes; ``source``: where it came from, in words, for the record.
+    ``total``: the budget in bytes; ``source``: where it came from, in words, for the record;
+    ``strict``: a bound never passed (the user's), or the default (see :meth:`room`).
     ``resident`` and ``available`` read the process and the machine (injectable for tests).
     """
 
     total: int
     source: str
+    strict: bool = True
     resident: Callable[[], int | None] = resident_bytes
     available: Callable[[], int] = field(default=lambda: available_bytes(torch.device("cpu")))
 
     def room(self) -> int:
         """Bytes the calling worker may still add: its share of what the process has left
-        under the budget, never more than the machine has available less :data:`RESERVE`."""
+        under the budget, never more than the machine has available less :data:`RESERVE`. A
+        default budget (not :attr:`strict`) gives each worker at least :data:`SOFT_ROOM` where
+        the machine has it: the models a study loads after the budget was read may fill it
+        alone, and a budget nobody asked for must not stop a run the machine can hold."""
         held = self.resident() or 0
-        left = min(self.total - held, self.available() - RESERVE)
-        return max(0, left) // workers_here()
+        machine = max(0, self.available() - RESERVE)
+        workers = workers_here()
+        share = max(0, min(self.total - held, machine)) // workers
+        return share if self.strict else max(share, min(machine // workers, SOFT_ROOM))
 
     def short(self) -> bool:
-        """Whether memory is short now: the process over its budget, or the machine under its
-        reserve."""
+        """Whether memory is short now: the machine under its reserve, or the process over its
+        budget (a default budget: over it by more than its workers' :data:`SOFT_ROOM`)."""
         held = self.resident()
-        return (held is not None and held > self.total) or self.available() < RESERVE
+        ceiling = self.total + (0 if self.strict else SOFT_ROOM * workers_here())
+        return (held is not None and held > ceiling) or self.available() < RESERVE
 
     def record(self) -> dict:
         """What a study records (``study.json``'s ``memory``): the budget in bytes, where it
@@ -241,7 +253,8 @@ def default_budget(environ: Mapping[str, str] = os.environ,
     held = resident_bytes() or 0
     total = int(DEFAULT_FRACTION * start) + held
     return MemoryBudget(total, f"{DEFAULT_FRACTION:.0%} of {format_size(start)} available "
-                               f"at the start, plus the {format_size(held)} held then")
+                               f"at the start, plus the {format_size(held)} held then",
+                        strict=False)
 
 
 def reset_budget() -> None:
