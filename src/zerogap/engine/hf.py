@@ -77,6 +77,7 @@ from zerogap.engine.memory import (
 from zerogap.engine.memory import override as memory_override
 from zerogap.engine.prefill import Prefill, head_dim, kv_heads
 from zerogap.engine.prefix_cache import PrefixCache, limit_bytes, weights_state
+from zerogap.engine.rows import Batch, Rows
 from zerogap.engine.stops import Stopping, eos_ids
 from zerogap.engine.threads import governed, override
 from zerogap.progress import Progress, ProgressCallback
@@ -86,28 +87,6 @@ _log = logging.getLogger("zerogap.engine")
 # Most key positions (prefix copies included) that one batched question encode holds: on the
 # embedded model 8192 positions are about 0.4 GB of float32 keys and values.
 _ENCODE_POSITIONS = 8192
-
-
-@dataclass
-class _Rows:
-    """Per-row state of the running batch (device tensors; row r is the same row in each)."""
-
-    tokens: torch.Tensor  # (R, max_new) long, -1 padded
-    lengths: torch.Tensor  # (R,) long
-    question: torch.Tensor  # (R,) long
-    sample: torch.Tensor  # (R,) long
-    keys: torch.Tensor  # (R,) int32 noise keys
-    position: torch.Tensor  # (R,) long position id of the next input token
-
-    def select(self, idx: torch.Tensor) -> _Rows:
-        return _Rows(*(t[idx] for t in self._fields()))
-
-    def cat(self, other: _Rows) -> _Rows:
-        pairs = zip(self._fields(), other._fields(), strict=True)
-        return _Rows(*(torch.cat([a, b]) for a, b in pairs))
-
-    def _fields(self):
-        return (self.tokens, self.lengths, self.question, self.sample, self.keys, self.position)
 
 
 def _common_prefix_length(ids: Sequence[Sequence[int]]) -> int:
@@ -139,7 +118,6 @@ class _Decoder:
         if min(len(x) for x in self.ids) == 0:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
-        self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
         self.prefill = Prefill(model, prefixes)
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_question = max(len(x) for x in self.ids) - self.prefix_len
@@ -154,7 +132,7 @@ class _Decoder:
         self.threads = threads  # None: chosen as it runs (zerogap.engine.threads)
         self.budget = process_budget()
         self.row_bytes = 0  # a row's bytes at its peak, once run() has sized the batch
-        self.cache: RowCache | None = None
+        self.batch: Batch | None = None  # made inside run(), under the caller's patch
         self.generated = 0
 
     def _memory_rows(self) -> int:
@@ -206,7 +184,6 @@ class _Decoder:
         left = [len(r) for r in indices]
         queue = deque((q, s) for q in range(n_q) for s in indices[q])
         prefilled: dict[int, tuple] = {}
-        state: dict[str, Any] = {"rows": None, "logits": None}
         sizer: BatchSizer | None = None  # while the batch size is being chosen
         host_tokens: list[list[int]] = []
         host_entropy: list[list[float]] = []
@@ -218,27 +195,28 @@ class _Decoder:
 
         report()
 
-        def encode(questions: list[int]) -> None:
-            """Encode those of ``questions`` not encoded yet, ``encode_rows`` per call."""
+        def encode(questions: list[int], prefix_kv: list) -> None:
+            """Encode those of ``questions`` not encoded yet on top of ``prefix_kv``,
+            ``encode_rows`` per call."""
             # By length, so that a call pads little.
             todo = sorted((q for q in questions if q not in prefilled),
                           key=lambda q: len(self.ids[q]))
             for at in range(0, len(todo), self.encode_rows):
                 chunk = todo[at : at + self.encode_rows]
                 logits, kv = self.prefill.encode([self.ids[q][self.prefix_len:] for q in chunk],
-                                                 self.prefix_kv, self.prefix_len)
+                                                 prefix_kv, self.prefix_len)
                 for i, q in enumerate(chunk):
                     prefilled[q] = (logits[i : i + 1], kv[i])
 
-        def admit():
-            n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
-            room = self.max_rows - n_rows
+        def admit(batch: Batch) -> None:
+            n_rows, max_rows = batch.live, self.max_rows or 1
+            room = max_rows - n_rows
             if not queue or room <= 0:
                 return
             # Refill once a quarter of the batch (at most the next question's rows) is free, not
             # per freed row; while the batch size is being chosen, fill up to the size on trial.
             rows_next = len(indices[queue[0][0]])
-            least = 1 if sizer is not None else max(1, min(rows_next, self.max_rows // 4))
+            least = 1 if sizer is not None else max(1, min(rows_next, max_rows // 4))
             if n_rows and room < min(least, len(queue)):
                 return
             plan = []
@@ -249,7 +227,7 @@ class _Decoder:
                     samples.append(queue.popleft()[1])
                     room -= 1
                 plan.append((q, samples))
-            encode([q for q, _ in plan])
+            encode([q for q, _ in plan], batch.prefix_kv)
             groups = [(q, samples, *prefilled[q]) for q, samples in plan]
             for q, _ in plan:
                 if not queue or queue[0][0] != q:  # all its rows are in: no later admit reads it
@@ -257,19 +235,20 @@ class _Decoder:
             # While the batch size is being chosen it doubles: the buffers grow ahead of it,
             # to four times the size on trial (zeroing them is most of the cost of growing),
             # never to the memory bound itself, which can be far beyond the size chosen.
-            ahead = self.max_rows if sizer is None else min(sizer.limit, 4 * self.max_rows)
-            self._join(state, groups, keys, ahead, dense_from)
+            ahead = max_rows if sizer is None else min(sizer.limit, 4 * max_rows)
+            batch.join(groups, keys, ahead)
             for _, samples, _, _ in groups:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
 
-        def shrink() -> None:
+        def shrink(batch: Batch) -> None:
             """Memory ran short (:class:`~zerogap.engine.memory.MemoryWatch`): every live row
             goes back to the queue, the row cache is freed, and the call goes on with half the
             rows. A restarted row draws the same tokens (its noise depends on its seed,
             question, sample and step only); the intervention forgets its statistics."""
             nonlocal sizer
-            rows: _Rows = state["rows"]
+            rows = batch.rows
+            assert rows is not None
             live, limit = len(rows.lengths), self.max_rows or 1
             if limit <= 1:
                 raise self._short(self.budget.room())
@@ -278,10 +257,9 @@ class _Decoder:
             restart = sorted(zip(rows.question.tolist(), rows.sample.tolist(), strict=True))
             restart_samples(intervention, rows.question, rows.sample)
             queue.extendleft(reversed(restart))
-            state["rows"] = state["logits"] = None
+            batch.clear()
             host_tokens.clear()
             host_entropy.clear()
-            self.cache = None
             release_freed()
             _log.warning("memory short (budget %s, %s resident): the batch goes from %d to %d "
                          "rows", format_size(self.budget.total),
@@ -294,7 +272,11 @@ class _Decoder:
             stack.enter_context(prefix_attention(self.model))
             # On a CPU the thread count follows the cores other processes leave (threads.py).
             cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
-            self.prefix_kv = self.prefill.prefix(self.ids[0][: self.prefix_len], patch)
+            # The running rows, made once the shared prefix is encoded (under the patch).
+            batch = self.batch = Batch(
+                self.prefill.prefix(self.ids[0][: self.prefix_len], patch),
+                prefix_len=self.prefix_len, max_new=self.max_new,
+                max_question=self.max_question, dense_from=dense_from, device=self.device)
             if self.max_rows is None:
                 sizer = BatchSizer(min(self._memory_rows(), sum(left)))
                 self.max_rows = sizer.size
@@ -303,11 +285,11 @@ class _Decoder:
             # A row count the caller fixed is not shrunk: it said what it needs.
             watch = MemoryWatch(self.budget) if self.row_bytes else None
             while True:
-                if watch is not None and state["rows"] is not None and watch.short():
-                    shrink()
-                before = 0 if state["rows"] is None else len(state["rows"].lengths)
-                admit()
-                rows = state["rows"]
+                if watch is not None and batch.live and watch.short():
+                    shrink(batch)
+                before = batch.live
+                admit(batch)
+                rows = batch.rows
                 if rows is None or len(rows.lengths) == 0:
                     break
                 joined = len(rows.lengths) != before
@@ -316,7 +298,7 @@ class _Decoder:
                     self.max_rows = sizer.size
                     if sizer.done:
                         sizer = None
-                logits = state["logits"]
+                logits = batch.logits
                 entropy = None
                 if with_entropy:
                     logp = logits.log_softmax(-1)
@@ -350,67 +332,28 @@ class _Decoder:
                                 on_question(q, results[q])
                             n_done += 1
                             report()
-                    order = self.cache.remove(list(finished))
+                    order, keep = batch.remove(list(finished))
                     host_tokens[:] = [host_tokens[r] for r in order]
                     host_entropy[:] = [host_entropy[r] for r in order]
-                    keep = torch.tensor(order, dtype=torch.long, device=self.device)
-                    state["rows"] = rows.select(keep)
                     chosen = chosen[keep]
                 now = time.perf_counter()
                 if progress is not None and now - last_note > 1.0:
                     report(f"{self.generated / (now - start):.0f} tok/s")
                     last_note = now
                 if len(chosen):
-                    state["logits"] = self._step(chosen, state["rows"].position - 1)
+                    assert batch.rows is not None
+                    batch.logits = self._step(chosen, batch.rows.position - 1)
                 # A step in which rows joined also encoded them: not timed.
                 cpu.step(len(chosen_host), timed=not joined, settled=sizer is None)
         return results
-
-    def _layer_prefix(self, kv) -> list:
-        """The shared prefix per cache layer; empty for layers the prefix encode did not see
-        (a patch adds its source's layers on the first forward when the prefix is empty)."""
-        return [self.prefix_kv[i] if i < len(self.prefix_kv) else
-                (k[:, :, :0], v[:, :, :0]) for i, (k, v) in enumerate(kv)]
-
-    def _join(self, state, groups, keys, capacity: int, dense_from: int | None) -> None:
-        """Append rows for ``groups`` of (question, sample list, first logits, question kv);
-        the row cache is made (or grown) for ``capacity`` rows when they do not fit, its
-        layers from ``dense_from`` on read densely (:class:`~zerogap.engine.cache.RowCache`)."""
-        if self.cache is None:
-            self.cache = RowCache(self._layer_prefix(groups[0][3]), dense_from,
-                                  capacity=capacity, slots=self.max_new,
-                                  question_slots=self.max_question)
-        elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
-            self.cache.grow(capacity)
-        new_logits, new_rows = [], []
-        for q, samples, logits, kv in groups:
-            n, s_len = len(samples), kv[0][0].shape[2]
-            self.cache.add(kv, n)
-            new_logits.append(logits.expand(n, -1))
-            new_rows.append(_Rows(
-                tokens=torch.full((n, self.max_new), -1, dtype=torch.long, device=self.device),
-                lengths=torch.zeros(n, dtype=torch.long, device=self.device),
-                question=torch.full((n,), q, dtype=torch.long, device=self.device),
-                sample=torch.tensor(samples, dtype=torch.long, device=self.device),
-                keys=torch.tensor([keys(q, s) for s in samples], dtype=torch.int32,
-                                  device=self.device),
-                position=torch.full((n,), self.prefix_len + s_len, dtype=torch.long,
-                                    device=self.device),
-            ))
-        if state["rows"] is not None and len(state["rows"].lengths):
-            new_logits.insert(0, state["logits"])
-            new_rows.insert(0, state["rows"])
-        state["logits"] = torch.cat(new_logits)
-        rows = new_rows[0]
-        for part in new_rows[1:]:
-            rows = rows.cat(part)
-        state["rows"] = rows
 
     def _step(self, tokens: torch.Tensor, position: torch.Tensor,
               cache: RowCache | None = None) -> torch.Tensor:
         """Feed each live row its newest token at ``position``; return the next logits (R, V)
         float32."""
-        cache = self.cache if cache is None else cache
+        if cache is None:
+            assert self.batch is not None and self.batch.cache is not None
+            cache = self.batch.cache
         mask = cache.padding_mask() if cache.needs_mask else None
         out = self.model(input_ids=tokens[:, None], attention_mask=mask,
                          position_ids=position[:, None], use_cache=True,
@@ -494,7 +437,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
                        max_batch=max_batch, prefixes=prefixes, threads=threads)
     vocab = None
 
-    def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
+    def choose(logits: torch.Tensor, rows: Rows) -> torch.Tensor:
         nonlocal vocab
         if vocab is None:
             vocab = noise.token_hashes(logits.shape[-1], logits.device)
