@@ -9,7 +9,9 @@ with: ``git worktree add /tmp/old main``), one after the other in the same sitti
   questions, m = 16, 48 new tokens), in float32 and bfloat16;
 * ``study``: ``zerogap demo --questions Q -m M`` (the demo's preset and strategies at a
   reduced size: the fine-tunes, then the study), in float32 and bfloat16, with 1 and 2
-  workers; each run in a fresh folder, so both trees train and sample the same work;
+  workers; each run in a fresh folder, so both trees train and sample the same work. With
+  ``--models DIR`` (a demo folder's ``models``, which do not depend on Q or m) each folder
+  starts with a copy of them and the runs measure the study alone;
 * ``beside a hog`` (``--hog FRACTION``): the float32 study with 2 workers again while another
   process holds FRACTION of the memory available at its start (touched, so resident).
 
@@ -21,6 +23,7 @@ sitting, and rerun a case where another process's load moved its wall.
     git worktree add /tmp/old main
     python bench/bench_memory.py --old /tmp/old --cases sample
     python bench/bench_memory.py --old /tmp/old --demo-questions 12 -m 4 --hog 0.5
+    python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +102,9 @@ def main() -> None:
     parser.add_argument("--sample-questions", type=int, default=32)
     parser.add_argument("--demo-questions", type=int, default=12)
     parser.add_argument("-m", type=int, default=4)
+    parser.add_argument("--models", type=Path, default=None,
+                        help="a demo folder's models, copied into each study's folder so that "
+                             "the fine-tunes are not measured")
     parser.add_argument("--hog", type=float, default=None, metavar="FRACTION",
                         help="also run the float32 2-worker study beside a process holding "
                              "this fraction of the available memory")
@@ -115,6 +122,8 @@ def main() -> None:
             figures = {}
             for tree, src in trees.items():
                 with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
+                    if args.models is not None and argv[0] == "demo":
+                        shutil.copytree(args.models, f"{folder}/out/models")
                     code, wall, peak = measured(src, [*argv, "--out", f"{folder}/out"], env)
                 figures[tree] = code, wall, peak
                 print(f"{name:<58} {tree:<5} {code:>4} {peak / GIB:>9.2f} {wall:>8.1f}",
