@@ -50,11 +50,11 @@ def test_the_variable_wins_over_the_default_and_is_checked():
     assert memory.override({ENV: "  "}) is None
 
 
-def test_the_default_is_a_fraction_of_what_is_available_at_the_start_plus_what_is_held():
+def test_the_default_is_a_fraction_of_what_is_available_and_held_at_the_start():
     held = memory.resident_bytes() or 0
     budget = default_budget({}, available=lambda: 12 * GIB)
     # The resident figure moves a little between two reads (this test's own allocations).
-    assert abs(budget.total - (int(DEFAULT_FRACTION * 12 * GIB) + held)) < 64 * MIB
+    assert abs(budget.total - int(DEFAULT_FRACTION * (12 * GIB + held))) < 64 * MIB
     assert budget.total < 12 * GIB and "12.0 GiB available" in budget.source
 
 

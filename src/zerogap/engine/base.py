@@ -101,8 +101,8 @@ class EngineOptions(JsonConfig):
         "min": 1, "metavar": "N"})
     max_memory: str | None = field(default=None, metadata={
         "help": "memory the whole process may hold resident, e.g. 6GiB or 512MiB, shared by "
-                "everything it runs (default: a third of what the machine or its cgroup has "
-                "available at the start; also ZEROGAP_MAX_MEMORY)",
+                "everything it runs (default: 30% of what the machine or its cgroup has "
+                "available and the process holds at the start; also ZEROGAP_MAX_MEMORY)",
         "metavar": "SIZE"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM: GPUs per model replica (tensor parallel)", "min": 1, "metavar": "N"})

@@ -3,11 +3,12 @@ process shares among everything it runs.
 
 **The budget** (:class:`MemoryBudget`, one per process, :func:`process_budget`): the bytes the
 process may hold resident, by default :data:`DEFAULT_FRACTION` of what the machine (or its
-cgroup) has available when it is first read, or what ``--max-memory`` / ``ZEROGAP_MAX_MEMORY``
-says. Every engine sizes its batch from its worker's share of what is left
-(:meth:`MemoryBudget.room`, :func:`share`), and shrinks it while it runs when the process goes
-over the budget or the machine runs low (:class:`MemoryWatch`); where not even one row fits it
-stops with a :class:`MemoryShortError` instead of being killed by the kernel. It mirrors the
+cgroup) has available when it is first read and what the process holds then, or what
+``--max-memory`` / ``ZEROGAP_MAX_MEMORY`` says. Every engine sizes its batch from its worker's
+share of what is left (:meth:`MemoryBudget.room`, :func:`share`), and shrinks it while it
+runs when the process goes over the budget or the machine runs low (:class:`MemoryWatch`);
+where not even one row fits it stops with a :class:`MemoryShortError` instead of being killed
+by the kernel. It mirrors the
 thread governor (:mod:`zerogap.engine.threads`): a process-wide figure, each worker's share.
 
 **Available memory**:
@@ -104,10 +105,12 @@ def _room(group: Path, limit_file: str, usage_file: str, inactive_key: str) -> i
 
 ENV = "ZEROGAP_MAX_MEMORY"
 FLAG = "--max-memory"
-DEFAULT_FRACTION = 1 / 3
-"""The share of what the machine (or the cgroup) has available when the budget is first read
-that the process takes by default: on a 23 GiB machine with 20 GiB available, 6.7 GiB. A third
-leaves room for a second study, a browser, or the other developers of a shared node."""
+DEFAULT_FRACTION = 0.3
+"""The share of the memory this process could have when the budget is first read (what the
+machine or the cgroup has available, plus what the process already holds) that it takes by
+default: on a 23 GiB machine with 20 GiB available and 1.5 GiB held, 6.4 GiB. The rest is left
+for a second study, a browser, or the other users of a shared node; the process's peak follows
+the budget, since each worker's batch buffers are sized to its share of the room."""
 # What the machine must keep available for everything else; below it the engine shrinks its
 # batch whatever the budget says (another process grew while a run lasted).
 RESERVE = 512 << 20
@@ -249,12 +252,11 @@ def default_budget(environ: Mapping[str, str] = os.environ,
     if fixed is not None:
         return MemoryBudget(fixed, f"{ENV}={environ[ENV].strip()}")
     start = available() if available is not None else available_bytes(torch.device("cpu"))
-    # What this process already holds (the interpreter, torch) is inside its budget too.
+    # What this process already holds (the interpreter, torch, a model) is its own already.
     held = resident_bytes() or 0
-    total = int(DEFAULT_FRACTION * start) + held
-    return MemoryBudget(total, f"{DEFAULT_FRACTION:.0%} of {format_size(start)} available "
-                               f"at the start, plus the {format_size(held)} held then",
-                        strict=False)
+    total = int(DEFAULT_FRACTION * (start + held))
+    return MemoryBudget(total, f"{DEFAULT_FRACTION:.0%} of the {format_size(start)} available "
+                               f"and the {format_size(held)} held at the start", strict=False)
 
 
 def reset_budget() -> None:
