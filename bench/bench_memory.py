@@ -123,7 +123,8 @@ def main() -> None:
             for tree, src in trees.items():
                 with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
                     if args.models is not None and argv[0] == "demo":
-                        shutil.copytree(args.models, f"{folder}/out/models")
+                        shutil.copytree(args.models, f"{folder}/out/models",
+                                        ignore=shutil.ignore_patterns(".work"))
                     code, wall, peak = measured(src, [*argv, "--out", f"{folder}/out"], env)
                 figures[tree] = code, wall, peak
                 print(f"{name:<58} {tree:<5} {code:>4} {peak / GIB:>9.2f} {wall:>8.1f}",
