@@ -149,9 +149,9 @@ class _Decoder:
             vocab=self.model.get_output_embeddings().weight.shape[0])
         if self.device.type != "cpu":
             return max(1, available_bytes(self.device) // 2 // self.row_bytes)
-        # One batched encode holds the prefix once per question encoded, and a copy of it.
-        encode = 2 * per_token * min(_ENCODE_POSITIONS,
-                                     self.encode_rows * (self.prefix_len + self.max_question))
+        # One batched encode holds the prefix's keys once per question it encodes.
+        encode = per_token * min(_ENCODE_POSITIONS,
+                                 self.encode_rows * (self.prefix_len + self.max_question))
         room = self.budget.room() - encode
         if room < self.row_bytes:
             raise self._short(room)

@@ -115,9 +115,10 @@ the budget, since each worker's batch buffers are sized to its share of the room
 # batch whatever the budget says (another process grew while a run lasted).
 RESERVE = 512 << 20
 # What each worker may add under a default budget however full the process is, where the
-# machine has it: enough rows for the decode's rate (the batch sizer's 64-row floor of a
-# 135M model's rows of a few hundred tokens), not the machine's whole free memory.
-SOFT_ROOM = 1 << 30
+# machine has it: enough for the decode's rate, not the machine's whole free memory. On the
+# embedded model in float32 (46 kB of keys and values a token, 2 MB of logits a row) it holds
+# a question encode (0.4 GB) and the batch sizer's 64-row floor of rows up to 200 tokens.
+SOFT_ROOM = 3 << 29
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
           "tb": 1000 ** 4, "tib": 1 << 40}
