@@ -190,7 +190,8 @@ class ZerogapLM(LM):
                 raise UserError(f"--model_args {name} must be an integer >= {least}, "
                                 f"got {value!r}")
         # batch_size and max_batch_size (the harness's --batch_size) are not used: the engine
-        # sizes its batches in rows from free memory and its first steps; max_batch caps them.
+        # sizes its batches in rows from the process's memory budget (ZEROGAP_MAX_MEMORY) and its
+        # first steps; max_batch caps them.
         # Its torch threads follow the cores other processes leave; threads fixes them.
         options = EngineOptions.from_dict({"device": _harness_device(device), "dtype": str(dtype),
                                            "max_batch": max_batch, "threads": threads})

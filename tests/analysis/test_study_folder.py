@@ -76,6 +76,8 @@ KEY_DAMAGE = {
                        "settings[0].leaked: expected a list of strings"),
     "commands not strings": (lambda r: r.update(commands=[{"x": 1}]), "commands: expected"),
     "dtype not text": (lambda r: r.update(dtype=16), "dtype: expected"),
+    "memory peak as text": (lambda r: r["memory"].update(peak_resident_bytes="8GB"),
+                            "memory.peak_resident_bytes: expected"),
     "counts path escapes": (lambda r: _entry(r)["counts"]["strategies"].update(
         ted="../../etc/passwd"), "settings[0].counts.strategies.ted: '../../etc/passwd' is not"),
     "counts file renamed": (lambda r: _entry(r)["counts"].update(repeat="counts/nope.jsonl"),
@@ -164,6 +166,15 @@ def test_an_intact_copy_still_reports(folder, capsys):
     (folder / "report.html").unlink()
     assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
     assert (folder / "report.html").is_file() and "SA-PPG" in capsys.readouterr().out
+
+
+def test_the_report_states_the_memory_budget_and_the_peak_the_study_recorded(folder, capsys):
+    memory = json.loads((folder / "study.json").read_text())["memory"]
+    assert memory["peak_resident_bytes"] > 0 and memory["budget_bytes"] > 0 and memory["source"]
+    assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
+    line = next(x for x in (folder / "report.md").read_text().splitlines() if "memory" in x)
+    assert f"{memory['budget_bytes'] / (1 << 30):.1f} GiB ({memory['source']})" in line
+    assert f"peak resident memory {memory['peak_resident_bytes'] / (1 << 30):.1f} GiB" in line
 
 
 def _report_read_only(folder: Path) -> subprocess.CompletedProcess:

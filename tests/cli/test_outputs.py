@@ -113,7 +113,7 @@ def test_paraphrase_dash_writes_its_rows_to_standard_output(tmp_path):
     ["paraphrase", "--task", "arith", "--limit", "1"],
     ["sample", "--task", "arith", "--limit", "1", "-m", "2"],
     ["neurons", "--task", "arith", "--base", "embedded", "--contaminated", "embedded",
-     "--uncontaminated", "embedded"],
+     "--clean", "embedded"],
 ])
 def test_a_bad_environment_override_is_refused_with_the_flags(tiny_dir, tmp_path, command):
     """``ZEROGAP_THREADS=abc`` is one line before anything loads or is written."""

@@ -138,10 +138,10 @@ def test_questions_are_encoded_together_left_padded_with_the_keys_of_each_alone(
     encodes = [s for s in shapes if s[1] > 1 and s != (1, start)]
     assert encodes == [(len(PROMPTS), max(len(q) for q in questions))]
     with torch.inference_mode(), prefix_attention(model):
-        prefix = decoder._encode([decoder.ids[0][:start]], None, 0)[1][0]
-        logits, keys = decoder._encode(questions, prefix, start)
+        prefix = decoder.prefill.encode([decoder.ids[0][:start]], None, 0)[1][0]
+        logits, keys = decoder.prefill.encode(questions, prefix, start)
         for i, question in enumerate(questions):
-            alone_logits, alone_keys = decoder._encode([question], prefix, start)
+            alone_logits, alone_keys = decoder.prefill.encode([question], prefix, start)
             assert torch.allclose(logits[i], alone_logits[0], atol=1e-5)
             for (k, v), (k_alone, v_alone) in zip(keys[i], alone_keys[0], strict=True):
                 assert k.shape == k_alone.shape == (1, k.shape[1], len(question), k.shape[3])

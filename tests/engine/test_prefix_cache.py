@@ -87,7 +87,7 @@ def _encoded(model, tokenizer, text):
                        max_batch=1, prefixes=None)
     tokens = decoder.ids[0][: decoder.prefix_len]
     with torch.inference_mode(), prefix_attention(model):
-        return tokens, decoder._encode([tokens], None, 0)[1][0]
+        return tokens, decoder.prefill.encode([tokens], None, 0)[1][0]
 
 
 def _store(model, folder, limit=1 << 30, fingerprint="f"):

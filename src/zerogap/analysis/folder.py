@@ -233,6 +233,11 @@ def read_study_folder(folder: str | os.PathLike) -> StudyFolder:
     check.get(study, "dtype", "", str, optional=True)
     check.get(study, "executor", "", str, optional=True)
     check.get(study, "workers", "", int, optional=True)
+    memory = check.get(study, "memory", "", dict, optional=True)
+    if memory is not None:  # the budget and peak the study ran with (none in older records)
+        for key in ("budget_bytes", "peak_resident_bytes"):
+            check.get(memory, key, "memory", int)
+        check.get(memory, "source", "memory", str)
     versions = check.get(study, "versions", "", dict, optional=True) or {}
     for key, value in versions.items():
         if not isinstance(value, str):

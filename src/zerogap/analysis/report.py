@@ -344,6 +344,15 @@ def _ran_by(study: dict) -> str | None:
         f"{study['workers']} at a time"
 
 
+def _memory_line(memory: dict) -> str:
+    """The memory budget the study ran under and the peak it measured (``study.json``)."""
+    def gib(size: int) -> str:
+        return f"{size / (1 << 30):.1f} GiB"
+
+    return (f"memory budget {gib(memory['budget_bytes'])} ({memory['source']}); peak resident "
+            f"memory {gib(memory['peak_resident_bytes'])}")
+
+
 def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, headlines) -> str:
     lines = [f"# Restoration study: {study.get('title') or folder.name}", ""]
     for e in entries:
@@ -355,6 +364,8 @@ def _markdown(study, entries, tables, verdicts_md, figures, folder, checks, head
         lines.append(f"- sampled with the weights in {study['dtype']}")
     if _ran_by(study):
         lines.append(f"- {_ran_by(study)}")
+    if study.get("memory"):
+        lines.append(f"- {_memory_line(study['memory'])}")
     lines += ["", "## At a glance", ""]
     for (title, path), c in zip(headlines, checks.values(), strict=True):
         lines += [f"![{title}]({path.relative_to(folder)})", ""]

@@ -146,6 +146,19 @@ def _check_environment() -> None:
     override()
 
 
+def _fix_memory(size: str | None) -> None:
+    """``--max-memory``: the process's memory budget, as ``ZEROGAP_MAX_MEMORY`` sets it, for
+    this process and the ones it starts; without the flag a command that runs a model still
+    checks the variable here, before any model loads. A bad value is one line, exit 2."""
+    from zerogap.engine import memory
+
+    if size is not None:
+        memory.parse_size(size, memory.FLAG)
+        os.environ[memory.ENV] = size
+    memory.override()
+    memory.reset_budget()
+
+
 def main(argv: list[str] | None = None) -> int:
     own, passed = _split_passthrough(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(own)
@@ -155,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "threads", None) is not None:
             _fix_threads(args.threads)
         _check_environment()
+        if hasattr(args, "max_memory"):
+            _fix_memory(args.max_memory)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe surfaces here, not at interpreter exit
         return code

@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                    help="start from a named preset (default: none, the defaults below)")
     add_config_arguments(p, ContaminationConfig, _FLAGS, unset=True)
     add_sweep(p, otherwise="one M_co, --epochs and --copies")
-    add_config_arguments(p, EngineOptions, ("threads",))
+    add_config_arguments(p, EngineOptions, ("threads", "max_memory"))
     add_quiet(p)
     p.set_defaults(func=_contaminate)
 

@@ -393,12 +393,13 @@ def add_strategy_arguments(parser) -> None:
 
 
 def add_running_arguments(parser, *, batch: bool = True) -> None:
-    """``--device``, ``--batch-size`` (unless not ``batch``) and ``--threads``, from
-    :class:`~zerogap.engine.base.EngineOptions`, and ``--quiet``."""
+    """``--device``, ``--batch-size`` (unless not ``batch``), ``--threads`` and
+    ``--max-memory``, from :class:`~zerogap.engine.base.EngineOptions`, and ``--quiet``."""
     from zerogap.engine.base import EngineOptions
 
-    add_config_arguments(parser, EngineOptions, ("device", "max_batch", "threads") if batch
-                         else ("device", "threads"))
+    add_config_arguments(parser, EngineOptions,
+                         ("device", "max_batch", "threads", "max_memory") if batch
+                         else ("device", "threads", "max_memory"))
     add_quiet(parser)
 
 

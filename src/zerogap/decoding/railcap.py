@@ -305,6 +305,11 @@ class RailCapHook:
         self.interventions.index_put_((question, sample), hit.long(), accumulate=True)
         return logits
 
+    def restart(self, question: Tensor, sample: Tensor) -> None:
+        """Rows ``(question[i], sample[i])`` start again: their counts and marker state go."""
+        for state in (self.past_marker, self.on_trajectory, self.interventions):
+            state[question, sample] = 0
+
     def sample_stats(self, question: int, sample: int) -> dict:
         """``{"interventions": int, "steps_on_trajectory": int}`` for one finished sample."""
         return {

@@ -79,7 +79,8 @@ class EngineOptions(JsonConfig):
     """How models are loaded: not part of what a run samples (so not of its identity), except
     ``dtype``, which callers that name runs by content record themselves.
 
-    ``device``, ``max_batch`` and ``threads`` are the HF engine's; the parallel sizes and
+    ``device``, ``max_batch``, ``threads`` and ``max_memory`` (the process's budget,
+    :mod:`zerogap.engine.memory`) are the HF engine's; the parallel sizes and
     ``vllm_options`` (further ``vllm.LLM`` arguments) are vLLM's; a backend ignores the
     others' options. The command line generates its flags from these fields (``max_batch`` is
     ``--batch-size``).
@@ -89,12 +90,18 @@ class EngineOptions(JsonConfig):
         "help": "torch device, e.g. cpu or cuda:1 (default: cuda if present, else cpu)"})
     dtype: WeightDtype = shared_field("dtype", default="float32")
     max_batch: int | None = field(default=None, metadata={
-        "help": "most rows decoded together (default: sized from free memory)", "min": 1,
+        "help": "most rows decoded together (default: sized from the memory budget and the "
+                "call's own timing)", "min": 1,
         "flag": "--batch-size", "metavar": "N"})
     threads: int | None = field(default=None, metadata={
         "help": "torch threads on a CPU, fixed (default: as many as the cores other processes "
                 "leave, re-checked as the work runs; also ZEROGAP_THREADS)",
         "min": 1, "metavar": "N"})
+    max_memory: str | None = field(default=None, metadata={
+        "help": "memory the whole process may hold resident, e.g. 6GiB or 512MiB, shared by "
+                "everything it runs (default: 30% of what the machine or its cgroup has "
+                "available and the process holds at the start; also ZEROGAP_MAX_MEMORY)",
+        "metavar": "SIZE"})
     tensor_parallel_size: int = field(default=1, metadata={
         "help": "vLLM: GPUs per model replica (tensor parallel)", "min": 1, "metavar": "N"})
     pipeline_parallel_size: int = field(default=1, metadata={

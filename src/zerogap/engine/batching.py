@@ -16,7 +16,9 @@ class BatchSizer:
     needs); at each size the loop's iterations (forward pass, draw and host work: the real
     throughput) are timed, the best of two after one untimed iteration in which rows joined.
     Growth stops once the rate falls below 80% of the best so far (a shared machine's noise
-    should not end it early), and the size with the best rate is kept. The timed steps decode
+    should not end it early) or a doubling gains less than :attr:`GAIN` (on a CPU, past a few
+    dozen rows the matrix products are wide enough and more rows only take memory), and the
+    size with the best rate is kept. The timed steps decode
     real rows, so choosing costs only the few steps run below the final size; samples do not
     depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
 
@@ -31,6 +33,7 @@ class BatchSizer:
     """
 
     FIRST, TIMED, FLOOR = 16, 2, 64
+    GAIN = 1.1  # the least speed-up a doubling must bring for the growth to go on
 
     def __init__(self, limit: int, clock: Callable[[], float] = time.perf_counter):
         self.limit = max(1, limit)
@@ -59,7 +62,11 @@ class BatchSizer:
         # Sizes from the floor up are the candidates, and the reference a drop is measured from.
         kept = [size for size in self.rates if size >= self.floor] or list(self.rates)
         slower = self.rates[self.size] < 0.8 * max(self.rates[size] for size in kept)
-        if self.size == self.limit or not can_grow or (self.size >= self.floor and slower):
+        half = self.rates.get(self.size // 2)
+        flat = half is not None and self.size // 2 >= self.floor \
+            and self.rates[self.size] < self.GAIN * half
+        if self.size == self.limit or not can_grow or (self.size >= self.floor and slower) \
+                or flat:
             self.size = max(kept, key=self.rates.__getitem__)
             self.done = True
             _log.info("batch of %d rows; decode tok/s by rows: %s", self.size,

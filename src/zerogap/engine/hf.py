@@ -17,8 +17,9 @@ How one call works:
 4. Finished rows (EOS, a stop string, or the token limit) leave the batch at once (the last
    rows move into their slots), and queued samples take the free slots when enough are free.
 
-The batch size is chosen from free memory and the timing of the call's own first decode steps
-(:class:`BatchSizer`) unless the caller fixes it.
+The batch size is chosen from the process's memory budget (:mod:`zerogap.engine.memory`) and
+the timing of the call's own first decode steps (:class:`BatchSizer`) unless the caller fixes
+it; when memory runs short while the call decodes, it goes on with half the rows.
 
 Sampling uses :mod:`zerogap.engine.noise`, so a sample's tokens depend on (seed, question id,
 sample index, step) and the logits only: not on batch size, batch composition or resumption.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,10 +55,30 @@ from zerogap.engine.base import (
 )
 from zerogap.engine.batching import BatchSizer
 from zerogap.engine.cache import RowCache
-from zerogap.engine.hooks import Intervention, Patch, patched, reads_row_cache, sample_stats
-from zerogap.engine.memory import available_bytes
+from zerogap.engine.hooks import (
+    Intervention,
+    Patch,
+    patched,
+    reads_row_cache,
+    restart_samples,
+    sample_stats,
+)
+from zerogap.engine.memory import (
+    ENV,
+    FLAG,
+    MemoryShortError,
+    MemoryWatch,
+    available_bytes,
+    decode_row_bytes,
+    format_size,
+    process_budget,
+    release_freed,
+)
+from zerogap.engine.memory import override as memory_override
+from zerogap.engine.prefill import Prefill, head_dim, kv_heads
 from zerogap.engine.prefix_cache import PrefixCache, limit_bytes, weights_state
-from zerogap.engine.stops import eos_ids, stop_tokens
+from zerogap.engine.rows import Batch, Rows
+from zerogap.engine.stops import Stopping, eos_ids
 from zerogap.engine.threads import governed, override
 from zerogap.progress import Progress, ProgressCallback
 
@@ -69,28 +89,6 @@ _log = logging.getLogger("zerogap.engine")
 _ENCODE_POSITIONS = 8192
 
 
-@dataclass
-class _Rows:
-    """Per-row state of the running batch (device tensors; row r is the same row in each)."""
-
-    tokens: torch.Tensor  # (R, max_new) long, -1 padded
-    lengths: torch.Tensor  # (R,) long
-    question: torch.Tensor  # (R,) long
-    sample: torch.Tensor  # (R,) long
-    keys: torch.Tensor  # (R,) int32 noise keys
-    position: torch.Tensor  # (R,) long position id of the next input token
-
-    def select(self, idx: torch.Tensor) -> _Rows:
-        return _Rows(*(t[idx] for t in self._fields()))
-
-    def cat(self, other: _Rows) -> _Rows:
-        pairs = zip(self._fields(), other._fields(), strict=True)
-        return _Rows(*(torch.cat([a, b]) for a, b in pairs))
-
-    def _fields(self):
-        return (self.tokens, self.lengths, self.question, self.sample, self.keys, self.position)
-
-
 def _common_prefix_length(ids: Sequence[Sequence[int]]) -> int:
     """Length of the longest common prefix, leaving every prompt at least one token of its own."""
     shortest = min(len(x) for x in ids)
@@ -98,9 +96,6 @@ def _common_prefix_length(ids: Sequence[Sequence[int]]) -> int:
     while n < shortest - 1 and all(x[n] == ids[0][n] for x in ids):
         n += 1
     return n
-
-
-_PREFIXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Decoder:
@@ -118,16 +113,12 @@ class _Decoder:
         self.device = next(model.parameters()).device
         self.cache_arg = cache_kwarg(model)
         self.max_new = max_new_tokens
-        self.stop = tuple(s for s in stop if s)
-        self.stop_tail = 2 * max((len(s) for s in self.stop), default=0) + 4
-        self.eos = torch.tensor(eos_ids(model, tokenizer), device=self.device)
-        self.eos_set = set(self.eos.tolist())
+        self.stopping = Stopping(tokenizer, eos_ids(model, tokenizer), stop, max_new_tokens)
         self.ids = [tokenizer(p)["input_ids"] for p in prompts]
         if min(len(x) for x in self.ids) == 0:
             raise ValueError("a prompt tokenises to nothing")
         self.prefix_len = _common_prefix_length(self.ids)
-        self.prefix_kv: list | None = None  # encoded inside run(), under the caller's patch
-        self.prefixes = prefixes
+        self.prefill = Prefill(model, prefixes)
         self.own_layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.max_question = max(len(x) for x in self.ids) - self.prefix_len
         self.max_own = self.max_question + max_new_tokens
@@ -139,125 +130,41 @@ class _Decoder:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.max_rows = max_batch  # None: chosen in run() by a BatchSizer
         self.threads = threads  # None: chosen as it runs (zerogap.engine.threads)
-        self.cache: RowCache | None = None
-        self.stop_tokens = stop_tokens(tokenizer, self.stop)
+        self.budget = process_budget()
+        self.row_bytes = 0  # a row's bytes at its peak, once run() has sized the batch
+        self.batch: Batch | None = None  # made inside run(), under the caller's patch
         self.generated = 0
 
-    # -- model calls ----------------------------------------------------------------------------
-
-    def _cache(self, kv):
-        from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer
-
-        cache = DynamicCache(config=self.model.config)
-        while len(cache.layers) < len(kv):  # a patch's source model keeps its kv as extra layers
-            cache.layers.append(DynamicLayer())
-        for layer, (k, v) in zip(cache.layers, kv, strict=True):
-            layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k, v
-        return cache
-
-    def _encode(self, sequences: list[list[int]], kv, start: int):
-        """Run each of ``sequences`` on top of the same ``kv`` (batch 1, ``start`` tokens), in
-        one forward call; return their last logits (B, V) float32 and, per sequence, its keys
-        and values past ``start``: one (1, Hkv, n_i, D) pair per layer.
-
-        The sequences are left-padded to the longest, the pads hidden by the attention mask,
-        so every row's last logits are the call's last position. A pad's query must still see
-        a key, which is why the caller batches only on top of a non-empty ``kv``.
-        """
-        cfg = self.model.config.get_text_config(decoder=True)
-        if kv is None:
-            kv = [
-                (torch.empty(1, self._kv_heads(cfg), 0, self._head_dim(cfg),
-                             dtype=self.model.dtype, device=self.device),) * 2
-                for _ in range(cfg.num_hidden_layers)
-            ]
-        width = max(len(x) for x in sequences)
-        if not width:
-            return None, [kv]
-        batch = len(sequences)
-        cache = self._cache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
-                             for k, v in kv])
-        pads = torch.tensor([width - len(x) for x in sequences], device=self.device)
-        steps = torch.arange(width, device=self.device)
-        # The last position as an index tensor, not ``logits_to_keep=1``: the slice that the int
-        # makes is a strided view, on which PyTorch's linear (frozen weights) takes a batched
-        # product over the output matrix copied once per row, 0.9 GB for 16 rows of
-        # SmolLM2's 49,152 x 576 (1.6 s against 13 ms in bfloat16); the index gathers a
-        # contiguous (B, 1, hidden) and the product is one plain matrix product.
-        last = torch.tensor([width - 1], device=self.device)
-        out = self.model(
-            input_ids=torch.tensor([[0] * (width - len(x)) + list(x) for x in sequences],
-                                   device=self.device),
-            attention_mask=torch.cat([torch.ones(batch, start, dtype=torch.long,
-                                                 device=self.device),
-                                      (steps >= pads[:, None]).long()], dim=1),
-            position_ids=start + (steps - pads[:, None]).clamp_(min=0),
-            use_cache=True, logits_to_keep=last, **{self.cache_arg: cache},
-        )
-        per_row = []
-        for i, first in enumerate((start + pads).tolist()):
-            own = [(layer.keys[i : i + 1, :, first:], layer.values[i : i + 1, :, first:])
-                   for layer in cache.layers]
-            # Batched, they are copied so that the call's keys (the prefix once per row) go.
-            per_row.append([(k.clone(), v.clone()) for k, v in own] if batch > 1 else own)
-        return out.logits[:, -1].float(), per_row
-
-    def _prefix(self, patch: Patch | None) -> list:
-        """The shared prefix's keys and values: the previous call's on this model, this
-        machine's file of them (:mod:`zerogap.engine.prefix_cache`), or encoded.
-
-        A run calls the engine several times with one prompt prefix (greedy decodes, then
-        samples; a study's strategies one after another), and on W the prefix is 1,170 tokens,
-        about 3.5 s of one core each time. Its keys are reused while the same tokens meet the
-        same weights: every parameter and buffer at the same address and version (an
-        in-place update bumps the version) and the same forward hooks; a patch (which changes
-        the activations) or weights without version counters always encode afresh. The
-        encode is deterministic, so reuse changes no draw. Only the latest prefix per model
-        is kept in memory; on disk, while the weights are still the ones fingerprinted at
-        load, so that the next command with this prefix skips the encode.
-        """
-        tokens = self.ids[0][: self.prefix_len]
-        state = None if patch is not None else weights_state(self.model)
-        if state is None:
-            return self._encode([tokens], None, 0)[1][0]
-        key = (tuple(tokens), state)
-        known = _PREFIXES.get(self.model)
-        if known is not None and known[0] == key:
-            return known[1]
-        disk = self.prefixes if tokens and self.prefixes and self.prefixes.holds(state) else None
-        kv, path = disk.load(self.model, tokens) if disk else (None, None)
-        if kv is not None:
-            _log.info("prefix of %d tokens read from %s", len(tokens), path,
-                      extra={"engine": {"prefix_file": str(path)}})
-        else:
-            kv = self._encode([tokens], None, 0)[1][0]
-            if disk and (path := disk.save(self.model, tokens, kv)) is not None:
-                _log.info("prefix of %d tokens written to %s", len(tokens), path,
-                          extra={"engine": {"prefix_file": str(path)}})
-        _PREFIXES[self.model] = (key, kv)
-        return kv
-
-    @staticmethod
-    def _kv_heads(cfg) -> int:
-        return getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-
-    @staticmethod
-    def _head_dim(cfg) -> int:
-        return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-
     def _memory_rows(self) -> int:
-        """Rows whose buffers fit in half the free memory: own keys and values for every
-        layer, the prefix attention's float32 scores, and a few vocabulary-sized vectors."""
+        """Rows whose decode fits in memory at its peak: on a GPU half its free memory, on a
+        CPU the calling worker's share of the process's budget
+        (:meth:`~zerogap.engine.memory.MemoryBudget.room`), less the question encodes' keys.
+        A :class:`~zerogap.engine.memory.MemoryShortError` where not even one row fits."""
         cfg = self.model.config.get_text_config(decoder=True)
-        per_token = (self.own_layers * self._kv_heads(cfg) * self._head_dim(cfg) * 2
+        per_token = (self.own_layers * kv_heads(cfg) * head_dim(cfg) * 2
                      * self.model.dtype.itemsize)
-        vocab = self.model.get_output_embeddings().weight.shape[0]
-        scores = cfg.num_attention_heads * (self.prefix_len + self.max_own) * 4 * 2
-        per_row = per_token * self.max_own + scores + vocab * 4 * 8
-        # Keep half of what is free for activations, the allocator and everything else.
-        return max(1, available_bytes(self.device) // 2 // per_row)
+        self.row_bytes = decode_row_bytes(
+            per_token=per_token, own_tokens=self.max_own,
+            attended=self.prefix_len + self.max_own, heads=cfg.num_attention_heads,
+            vocab=self.model.get_output_embeddings().weight.shape[0])
+        if self.device.type != "cpu":
+            return max(1, available_bytes(self.device) // 2 // self.row_bytes)
+        # One batched encode holds the prefix's keys once per question it encodes.
+        encode = per_token * min(_ENCODE_POSITIONS,
+                                 self.encode_rows * (self.prefix_len + self.max_question))
+        room = self.budget.room() - encode
+        if room < self.row_bytes:
+            raise self._short(room)
+        return room // self.row_bytes
+
+    def _short(self, room: int) -> MemoryShortError:
+        budget = self.budget
+        return MemoryShortError(
+            f"memory budget {format_size(budget.total)} ({budget.source}) leaves "
+            f"{format_size(max(0, room))} for decoding and one row of this call needs "
+            f"{format_size(self.row_bytes)} (the process holds "
+            f"{format_size(budget.resident() or 0)}); give more with {FLAG} or {ENV}, "
+            "and the same command resumes what was stored")
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -277,7 +184,7 @@ class _Decoder:
         left = [len(r) for r in indices]
         queue = deque((q, s) for q in range(n_q) for s in indices[q])
         prefilled: dict[int, tuple] = {}
-        state = {"rows": None, "logits": None}
+        sizer: BatchSizer | None = None  # while the batch size is being chosen
         host_tokens: list[list[int]] = []
         host_entropy: list[list[float]] = []
         start, last_note, n_done = time.perf_counter(), 0.0, 0
@@ -288,27 +195,28 @@ class _Decoder:
 
         report()
 
-        def encode(questions: list[int]) -> None:
-            """Encode those of ``questions`` not encoded yet, ``encode_rows`` per call."""
+        def encode(questions: list[int], prefix_kv: list) -> None:
+            """Encode those of ``questions`` not encoded yet on top of ``prefix_kv``,
+            ``encode_rows`` per call."""
             # By length, so that a call pads little.
             todo = sorted((q for q in questions if q not in prefilled),
                           key=lambda q: len(self.ids[q]))
             for at in range(0, len(todo), self.encode_rows):
                 chunk = todo[at : at + self.encode_rows]
-                logits, kv = self._encode([self.ids[q][self.prefix_len:] for q in chunk],
-                                          self.prefix_kv, self.prefix_len)
+                logits, kv = self.prefill.encode([self.ids[q][self.prefix_len:] for q in chunk],
+                                                 prefix_kv, self.prefix_len)
                 for i, q in enumerate(chunk):
                     prefilled[q] = (logits[i : i + 1], kv[i])
 
-        def admit():
-            n_rows = 0 if state["rows"] is None else len(state["rows"].lengths)
-            room = self.max_rows - n_rows
+        def admit(batch: Batch) -> None:
+            n_rows, max_rows = batch.live, self.max_rows or 1
+            room = max_rows - n_rows
             if not queue or room <= 0:
                 return
             # Refill once a quarter of the batch (at most the next question's rows) is free, not
             # per freed row; while the batch size is being chosen, fill up to the size on trial.
             rows_next = len(indices[queue[0][0]])
-            least = 1 if sizer is not None else max(1, min(rows_next, self.max_rows // 4))
+            least = 1 if sizer is not None else max(1, min(rows_next, max_rows // 4))
             if n_rows and room < min(least, len(queue)):
                 return
             plan = []
@@ -319,7 +227,7 @@ class _Decoder:
                     samples.append(queue.popleft()[1])
                     room -= 1
                 plan.append((q, samples))
-            encode([q for q, _ in plan])
+            encode([q for q, _ in plan], batch.prefix_kv)
             groups = [(q, samples, *prefilled[q]) for q, samples in plan]
             for q, _ in plan:
                 if not queue or queue[0][0] != q:  # all its rows are in: no later admit reads it
@@ -327,11 +235,36 @@ class _Decoder:
             # While the batch size is being chosen it doubles: the buffers grow ahead of it,
             # to four times the size on trial (zeroing them is most of the cost of growing),
             # never to the memory bound itself, which can be far beyond the size chosen.
-            ahead = self.max_rows if sizer is None else min(sizer.limit, 4 * self.max_rows)
-            self._join(state, groups, keys, ahead, dense_from)
+            ahead = max_rows if sizer is None else min(sizer.limit, 4 * max_rows)
+            batch.join(groups, keys, ahead)
             for _, samples, _, _ in groups:
                 host_tokens.extend([] for _ in samples)
                 host_entropy.extend([] for _ in samples)
+
+        def shrink(batch: Batch) -> None:
+            """Memory ran short (:class:`~zerogap.engine.memory.MemoryWatch`): every live row
+            goes back to the queue, the row cache is freed, and the call goes on with half the
+            rows. A restarted row draws the same tokens (its noise depends on its seed,
+            question, sample and step only); the intervention forgets its statistics."""
+            nonlocal sizer
+            rows = batch.rows
+            assert rows is not None
+            live, limit = len(rows.lengths), self.max_rows or 1
+            if limit <= 1:
+                raise self._short(self.budget.room())
+            self.max_rows = max(1, min(limit, live) // 2)
+            sizer = None
+            restart = sorted(zip(rows.question.tolist(), rows.sample.tolist(), strict=True))
+            restart_samples(intervention, rows.question, rows.sample)
+            queue.extendleft(reversed(restart))
+            batch.clear()
+            host_tokens.clear()
+            host_entropy.clear()
+            release_freed()
+            _log.warning("memory short (budget %s, %s resident): the batch goes from %d to %d "
+                         "rows", format_size(self.budget.total),
+                         format_size(self.budget.resident() or 0), live, self.max_rows,
+                         extra={"engine": {"rows": self.max_rows, "shrunk_from": live}})
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.inference_mode())
@@ -339,17 +272,24 @@ class _Decoder:
             stack.enter_context(prefix_attention(self.model))
             # On a CPU the thread count follows the cores other processes leave (threads.py).
             cpu = stack.enter_context(governed("decode", self.threads, device=self.device))
-            self.prefix_kv = self._prefix(patch)
-            sizer: BatchSizer | None = None
+            # The running rows, made once the shared prefix is encoded (under the patch).
+            batch = self.batch = Batch(
+                self.prefill.prefix(self.ids[0][: self.prefix_len], patch),
+                prefix_len=self.prefix_len, max_new=self.max_new,
+                max_question=self.max_question, dense_from=dense_from, device=self.device)
             if self.max_rows is None:
                 sizer = BatchSizer(min(self._memory_rows(), sum(left)))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
+            # A row count the caller fixed is not shrunk: it said what it needs.
+            watch = MemoryWatch(self.budget) if self.row_bytes else None
             while True:
-                before = 0 if state["rows"] is None else len(state["rows"].lengths)
-                admit()
-                rows = state["rows"]
+                if watch is not None and batch.live and watch.short():
+                    shrink(batch)
+                before = batch.live
+                admit(batch)
+                rows = batch.rows
                 if rows is None or len(rows.lengths) == 0:
                     break
                 joined = len(rows.lengths) != before
@@ -358,7 +298,7 @@ class _Decoder:
                     self.max_rows = sizer.size
                     if sizer.done:
                         sizer = None
-                logits = state["logits"]
+                logits = batch.logits
                 entropy = None
                 if with_entropy:
                     logp = logits.log_softmax(-1)
@@ -377,12 +317,13 @@ class _Decoder:
                     both = torch.stack([chosen.double(), entropy.double()]).tolist()
                     chosen_host, entropy_host = [int(t) for t in both[0]], both[1]
                 self.generated += len(chosen_host)
-                finished = self._advance(chosen_host, entropy_host, host_tokens, host_entropy)
+                finished = self.stopping.advance(chosen_host, entropy_host, host_tokens,
+                                                 host_entropy)
                 if finished:
                     q_host, s_host = rows.question.tolist(), rows.sample.tolist()
                     for r, how in finished.items():
                         q, s = q_host[r], s_host[r]
-                        results[q][s - indices[q].start] = self._finish(
+                        results[q][s - indices[q].start] = self.stopping.finish(
                             host_tokens[r], how, host_entropy[r] if with_entropy else None,
                             sample_stats(intervention, q, s))
                         left[q] -= 1
@@ -391,100 +332,28 @@ class _Decoder:
                                 on_question(q, results[q])
                             n_done += 1
                             report()
-                    order = self.cache.remove(list(finished))
+                    order, keep = batch.remove(list(finished))
                     host_tokens[:] = [host_tokens[r] for r in order]
                     host_entropy[:] = [host_entropy[r] for r in order]
-                    keep = torch.tensor(order, dtype=torch.long, device=self.device)
-                    state["rows"] = rows.select(keep)
                     chosen = chosen[keep]
                 now = time.perf_counter()
                 if progress is not None and now - last_note > 1.0:
                     report(f"{self.generated / (now - start):.0f} tok/s")
                     last_note = now
                 if len(chosen):
-                    state["logits"] = self._step(chosen, state["rows"].position - 1)
+                    assert batch.rows is not None
+                    batch.logits = self._step(chosen, batch.rows.position - 1)
                 # A step in which rows joined also encoded them: not timed.
                 cpu.step(len(chosen_host), timed=not joined, settled=sizer is None)
         return results
-
-    def _advance(self, chosen, entropy, host_tokens, host_entropy) -> dict[int, str]:
-        """Append each row's new token on the host; return {row: finish reason} for rows done.
-
-        Only rows whose newest token can complete a stop string have their tail decoded.
-        """
-        finished = {}
-        stop_rows = []
-        for r, t in enumerate(chosen):
-            if entropy is not None:
-                host_entropy[r].append(entropy[r])
-            if t in self.eos_set:
-                finished[r] = "eos"
-                continue
-            host_tokens[r].append(t)
-            if t in self.stop_tokens:
-                stop_rows.append(r)
-            if len(host_tokens[r]) >= self.max_new:
-                finished[r] = "length"
-        if stop_rows:
-            tails = self.tokenizer.batch_decode(
-                [host_tokens[r][-self.stop_tail:] for r in stop_rows]
-            )
-            for r, tail in zip(stop_rows, tails, strict=True):
-                if any(s in tail for s in self.stop):
-                    finished[r] = "stop"
-        return finished
-
-    def _finish(self, tokens, how, entropies, stats) -> Generation:
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        if how == "stop":
-            text = text[: min(text.find(s) for s in self.stop if s in text)]
-        return Generation(list(tokens), text, how, entropies, stats)
-
-    def _layer_prefix(self, kv) -> list:
-        """The shared prefix per cache layer; empty for layers the prefix encode did not see
-        (a patch adds its source's layers on the first forward when the prefix is empty)."""
-        return [self.prefix_kv[i] if i < len(self.prefix_kv) else
-                (k[:, :, :0], v[:, :, :0]) for i, (k, v) in enumerate(kv)]
-
-    def _join(self, state, groups, keys, capacity: int, dense_from: int | None) -> None:
-        """Append rows for ``groups`` of (question, sample list, first logits, question kv);
-        the row cache is made (or grown) for ``capacity`` rows when they do not fit, its
-        layers from ``dense_from`` on read densely (:class:`~zerogap.engine.cache.RowCache`)."""
-        if self.cache is None:
-            self.cache = RowCache(self._layer_prefix(groups[0][3]), dense_from,
-                                  capacity=capacity, slots=self.max_new,
-                                  question_slots=self.max_question)
-        elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
-            self.cache.grow(capacity)
-        new_logits, new_rows = [], []
-        for q, samples, logits, kv in groups:
-            n, s_len = len(samples), kv[0][0].shape[2]
-            self.cache.add(kv, n)
-            new_logits.append(logits.expand(n, -1))
-            new_rows.append(_Rows(
-                tokens=torch.full((n, self.max_new), -1, dtype=torch.long, device=self.device),
-                lengths=torch.zeros(n, dtype=torch.long, device=self.device),
-                question=torch.full((n,), q, dtype=torch.long, device=self.device),
-                sample=torch.tensor(samples, dtype=torch.long, device=self.device),
-                keys=torch.tensor([keys(q, s) for s in samples], dtype=torch.int32,
-                                  device=self.device),
-                position=torch.full((n,), self.prefix_len + s_len, dtype=torch.long,
-                                    device=self.device),
-            ))
-        if state["rows"] is not None and len(state["rows"].lengths):
-            new_logits.insert(0, state["logits"])
-            new_rows.insert(0, state["rows"])
-        state["logits"] = torch.cat(new_logits)
-        rows = new_rows[0]
-        for part in new_rows[1:]:
-            rows = rows.cat(part)
-        state["rows"] = rows
 
     def _step(self, tokens: torch.Tensor, position: torch.Tensor,
               cache: RowCache | None = None) -> torch.Tensor:
         """Feed each live row its newest token at ``position``; return the next logits (R, V)
         float32."""
-        cache = self.cache if cache is None else cache
+        if cache is None:
+            assert self.batch is not None and self.batch.cache is not None
+            cache = self.batch.cache
         mask = cache.padding_mask() if cache.needs_mask else None
         out = self.model(input_ids=tokens[:, None], attention_mask=mask,
                          position_ids=position[:, None], use_cache=True,
@@ -520,8 +389,8 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
     intervention, patch
         Strategy hooks (:mod:`zerogap.engine.hooks`); ``question`` indices refer to ``prompts``.
     max_batch : int, optional
-        Most rows decoded together; default: chosen from free memory and the timing of the
-        call's first decode steps (see :class:`BatchSizer`).
+        Most rows decoded together; default: chosen from the process's memory budget and the
+        timing of the call's first decode steps (see :class:`BatchSizer`).
     progress : callable, optional
         ``progress(Progress("questions", done, N, "q", note))`` at the start, at every finished
         question and at most once a second with the rate (``"312 tok/s"``); ``cli/`` draws it.
@@ -568,7 +437,7 @@ def sample(model, tokenizer, prompts: Sequence[str], *, m: int, temperature: flo
                        max_batch=max_batch, prefixes=prefixes, threads=threads)
     vocab = None
 
-    def choose(logits: torch.Tensor, rows: _Rows) -> torch.Tensor:
+    def choose(logits: torch.Tensor, rows: Rows) -> torch.Tensor:
         nonlocal vocab
         if vocab is None:
             vocab = noise.token_hashes(logits.shape[-1], logits.device)
@@ -636,7 +505,8 @@ class HFBackend:
 
         check_device(options.device)  # a bogus or absent device is one line before any load
         limit_bytes()  # so is a bad $ZEROGAP_PREFIX_CACHE_MB
-        override()  # and a bad $ZEROGAP_THREADS
+        override()  # a bad $ZEROGAP_THREADS
+        memory_override()  # and a bad $ZEROGAP_MAX_MEMORY
 
     @classmethod
     def start(cls, spec: str, options: EngineOptions):

@@ -64,6 +64,14 @@ def sample_stats(intervention: Intervention | None, question: int, sample: int) 
     return dict(intervention.sample_stats(question, sample))
 
 
+def restart_samples(intervention: Intervention | None, question: torch.Tensor,
+                    sample: torch.Tensor) -> None:
+    """Rows ``(question[i], sample[i])`` start again from their first token (the engine freed
+    their memory): an intervention that keeps per-sample state (:meth:`restart`) clears it."""
+    if intervention is not None and hasattr(intervention, "restart"):
+        intervention.restart(question, sample)
+
+
 def reads_row_cache(patch: Patch | None) -> bool:
     """Whether the model ``patch`` runs beside the patched one (keeping its keys in the cache's
     layers past the model's own) reads the engine's row cache with the shared-prefix attention:

@@ -1,10 +1,13 @@
-"""Where a response ends: its end-of-sequence tokens, and which tokens can complete a stop
-string (so that only rows that draw one have their text's tail decoded)."""
+"""Where a response ends: its end-of-sequence tokens, which tokens can complete a stop string
+(so that only rows that draw one have their text's tail decoded), and :class:`Stopping`, which
+finds the rows a decode step finished (step 4 of :mod:`zerogap.engine.hf`)."""
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+
+from zerogap.engine.base import Generation
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -55,3 +58,52 @@ def _find_stop_tokens(tokenizer, stop: tuple[str, ...]) -> frozenset[int]:
     return frozenset(i for i, t in enumerate(texts)
                      if completes(t) or completes(" " + t) or completes(t.lstrip()))
 
+
+
+class Stopping:
+    """Which rows of a batch a step finished, and the text each finished row leaves.
+
+    ``eos``: the ids that end a response; ``stop``: strings that end it (the text is cut just
+    before them); ``max_new``: the token limit per row.
+    """
+
+    def __init__(self, tokenizer, eos: Sequence[int], stop: Sequence[str], max_new: int):
+        self.tokenizer, self.max_new = tokenizer, max_new
+        self.eos = frozenset(eos)
+        self.stop = tuple(s for s in stop if s)
+        # Enough tail to hold any stop string however its characters split into tokens.
+        self.tail = 2 * max((len(s) for s in self.stop), default=0) + 4
+        self.tokens = stop_tokens(tokenizer, self.stop)
+
+    def advance(self, chosen: Sequence[int], entropy: Sequence[float] | None,
+                host_tokens: list[list[int]], host_entropy: list[list[float]]) -> dict[int, str]:
+        """Append each row's new token on the host; return {row: finish reason} for rows done.
+
+        Only rows whose newest token can complete a stop string have their tail decoded.
+        """
+        finished = {}
+        stop_rows = []
+        for r, t in enumerate(chosen):
+            if entropy is not None:
+                host_entropy[r].append(entropy[r])
+            if t in self.eos:
+                finished[r] = "eos"
+                continue
+            host_tokens[r].append(t)
+            if t in self.tokens:
+                stop_rows.append(r)
+            if len(host_tokens[r]) >= self.max_new:
+                finished[r] = "length"
+        if stop_rows:
+            tails = self.tokenizer.batch_decode([host_tokens[r][-self.tail:] for r in stop_rows])
+            for r, tail in zip(stop_rows, tails, strict=True):
+                if any(s in tail for s in self.stop):
+                    finished[r] = "stop"
+        return finished
+
+    def finish(self, tokens: list[int], how: str, entropies, stats) -> Generation:
+        """The :class:`Generation` a row that ended ``how`` leaves."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if how == "stop":
+            text = text[: min(text.find(s) for s in self.stop if s in text)]
+        return Generation(list(tokens), text, how, entropies, stats)

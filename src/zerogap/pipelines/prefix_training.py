@@ -88,7 +88,7 @@ class PrefixSharingTrainer(Trainer):
         # The output names the cache as the forward's argument does (renamed within 5.x).
         cache_name = cache_kwarg(base)
         # Its logits go unused; an index keeps the LM head's input contiguous (with ``1``, a
-        # strided view, the frozen head's product copies its matrix: _Decoder._encode says why).
+        # strided view, the frozen head's product copies its matrix: Prefill.encode says why).
         last = torch.tensor([prefix - 1], device=ids.device)
         shared = model(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=last)
         cache = shared[cache_name]

@@ -136,6 +136,8 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
          engine: EngineOptions, progress: Callable | None, commands: Sequence[str],
          training: ProgressCallback | None) -> Report:
     """:func:`evaluate` once its executor is open."""
+    from zerogap.engine.memory import process_budget
+
     # Run directories are named by the dtype the weights hold, so "auto" is resolved here.
     options = executor.check_engine(study.backend, engine)
     planned = [plan_setting(study, s, out, options.dtype) for s in prepared]
@@ -186,6 +188,8 @@ def _run(study: StudySpec, out: Path, prepared: Sequence[Setting], executor: Exe
         "dtype": options.dtype,
         "executor": executor.name,
         "workers": executor.width,
+        # This process's budget and peak (a cluster's tasks keep their own).
+        "memory": process_budget().record(),
         "commands": [*commands, f"zerogap evaluate {out / 'study.toml'}"
                      + (f" --dtype {options.dtype}" if options.dtype != "float32" else ""),
                      f"zerogap report {out}"],

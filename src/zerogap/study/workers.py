@@ -266,7 +266,8 @@ class _Alone:
 
 @dataclass
 class _Share:
-    """A worker thread's slot: ``running()`` jobs share the caller's ``threads``."""
+    """A worker thread's slot: ``running()`` jobs share the caller's ``threads`` and the
+    process's memory budget (:mod:`zerogap.engine.memory`)."""
 
     index: int
     running: Callable[[], int]
@@ -274,12 +275,16 @@ class _Share:
     stopping: threading.Event
 
     def event(self) -> None:
+        from zerogap.engine import memory
         from zerogap.engine.threads import share
 
         if self.stopping.is_set():
             raise KeyboardInterrupt
+        running = self.running()
         # The calling thread's own OpenMP count, or its running engine's ceiling mid-call.
-        share(threads_per_worker(self.running(), self.threads))
+        share(threads_per_worker(running, self.threads))
+        # And its share of the process's memory budget, read when its engines size a batch.
+        memory.share(running)
 
 
 def study_workers(workers: int | None, backend: str, device: str | None) -> int:

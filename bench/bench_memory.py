@@ -1,0 +1,144 @@
+"""Peak resident memory and wall time of commands that run a model, this tree beside another.
+
+Each case runs as its own process under GNU time (``/usr/bin/time -v``: its "Maximum resident
+set size" is the process's high-water mark, as the kernel's OOM killer counts memory), once
+with this tree's ``src`` and once with ``--old``'s (a second worktree of the branch to compare
+with: ``git worktree add /tmp/old main``), one after the other in the same sitting:
+
+* ``sample``: ``zerogap sample`` of the embedded model on ``arith`` (``--sample-questions``
+  questions, m = 16, 48 new tokens), in float32 and bfloat16;
+* ``study``: ``zerogap demo --questions Q -m M`` (the demo's preset and strategies at a
+  reduced size: the fine-tunes, then the study), in float32 and bfloat16, with 1 and 2
+  workers; each run in a fresh folder, so both trees train and sample the same work. With
+  ``--models DIR`` (a demo folder's ``models``, which do not depend on Q or m) each folder
+  starts with a copy of them and the runs measure the study alone;
+* ``beside a hog`` (``--hog FRACTION``): the float32 study with 2 workers again while another
+  process holds FRACTION of the memory available at its start (touched, so resident).
+
+It prints per case the peak (GiB) and wall (s) of each tree and the ratios this/old; a case
+whose run failed prints its exit status instead (a run killed for memory reads -9 or 137).
+Nothing here is timed in a unit test: the machine is shared, so compare the ratios of one
+sitting, and rerun a case where another process's load moved its wall.
+
+    git worktree add /tmp/old main
+    python bench/bench_memory.py --old /tmp/old --cases sample
+    python bench/bench_memory.py --old /tmp/old --demo-questions 12 -m 4 --hog 0.5
+    python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+GIB = 1 << 30
+
+
+def measured(src: Path, argv: list[str], env: dict[str, str]) -> tuple[int, float, int]:
+    """``python -m zerogap ARGV`` with ``src`` first on the path under GNU time: its exit
+    status, wall seconds and peak resident bytes."""
+    run_env = {**os.environ, **env, "PYTHONPATH": str(src)}
+    start = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "zerogap", *argv],
+                          env=run_env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    if done.returncode:
+        tail = done.stderr.strip().splitlines()[-12:]
+        print("   ", "\n    ".join(tail), file=sys.stderr)
+    return done.returncode, wall, int(found.group(1)) * 1024 if found else 0
+
+
+def hog(fraction: float) -> subprocess.Popen:
+    """A process that holds ``fraction`` of the memory available now, every page touched, until
+    it is killed; returned once it holds it."""
+    sys.path.insert(0, str(HERE / "src"))
+    import torch
+
+    from zerogap.engine.memory import available_bytes, format_size
+
+    size = int(fraction * available_bytes(torch.device("cpu")))
+    code = (f"import time\nb = bytearray({size})\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+            "print('held', flush=True)\ntime.sleep(86400)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    print(f"  another process holds {format_size(size)} ({fraction:.0%} of what was available)")
+    return proc
+
+
+def cases(args) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(name, zerogap argv without --out, environment) of every case asked for."""
+    out: list[tuple[str, list[str], dict[str, str]]] = []
+    for dtype in args.dtypes:
+        if "sample" in args.cases:
+            out.append((f"sample, {dtype}",
+                        ["sample", "--model", "embedded", "--task", "arith", "-m", "16",
+                         "-T", "0.7", "--max-new-tokens", "48", "--limit",
+                         str(args.sample_questions), "--dtype", dtype, "--quiet"], {}))
+        if "study" in args.cases:
+            for workers in args.workers:
+                out.append((f"study, {dtype}, {workers} worker(s)",
+                            ["demo", "--questions", str(args.demo_questions), "-m", str(args.m),
+                             "--dtype", dtype, "--workers", str(workers), "--quiet"], {}))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", type=Path, required=True,
+                        help="a worktree of the tree to compare with (its src/ is used)")
+    parser.add_argument("--cases", nargs="+", default=["sample", "study"],
+                        choices=["sample", "study"])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--sample-questions", type=int, default=32)
+    parser.add_argument("--demo-questions", type=int, default=12)
+    parser.add_argument("-m", type=int, default=4)
+    parser.add_argument("--models", type=Path, default=None,
+                        help="a demo folder's models, copied into each study's folder so that "
+                             "the fine-tunes are not measured")
+    parser.add_argument("--hog", type=float, default=None, metavar="FRACTION",
+                        help="also run the float32 2-worker study beside a process holding "
+                             "this fraction of the available memory")
+    args = parser.parse_args()
+    trees = {"this": HERE / "src", "old": args.old.resolve() / "src"}
+    todo = cases(args)
+    if args.hog is not None:
+        todo.append((f"study, float32, 2 worker(s), beside a hog of {args.hog:.0%}",
+                     ["demo", "--questions", str(args.demo_questions), "-m", str(args.m),
+                      "--dtype", "float32", "--workers", "2", "--quiet"], {}))
+    print(f"{'case':<58} {'tree':<5} {'exit':>4} {'peak GiB':>9} {'wall s':>8}")
+    for name, argv, env in todo:
+        held = hog(args.hog) if "hog" in name else None
+        try:
+            figures = {}
+            for tree, src in trees.items():
+                with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
+                    if args.models is not None and argv[0] == "demo":
+                        shutil.copytree(args.models, f"{folder}/out/models",
+                                        ignore=shutil.ignore_patterns(".work"))
+                    code, wall, peak = measured(src, [*argv, "--out", f"{folder}/out"], env)
+                figures[tree] = code, wall, peak
+                print(f"{name:<58} {tree:<5} {code:>4} {peak / GIB:>9.2f} {wall:>8.1f}",
+                      flush=True)
+        finally:
+            if held is not None:
+                held.kill()
+                held.wait()
+        (new_code, new_wall, new_peak), (old_code, old_wall, old_peak) = (figures["this"],
+                                                                          figures["old"])
+        if new_code == 0 and old_code == 0:
+            print(f"{'':<58} ratio this/old: peak {new_peak / old_peak:.2f}, "
+                  f"wall {new_wall / old_wall:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
