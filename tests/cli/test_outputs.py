@@ -118,7 +118,7 @@ def test_paraphrase_dash_writes_its_rows_to_standard_output(tmp_path):
 def test_a_bad_environment_override_is_refused_with_the_flags(tiny_dir, tmp_path, command):
     """``ZEROGAP_THREADS=abc`` is one line before anything loads or is written."""
     model = [] if command[0] == "neurons" else ["--model", tiny_dir]
-    leaked = ["--leaked-ids", tmp_path / "split.json"] if command[0] == "neurons" else []
+    leaked = ["--split-file", tmp_path / "split.json"] if command[0] == "neurons" else []
     done = _zerogap(*command, *model, *leaked, "--out", tmp_path / "out", ZEROGAP_THREADS="abc")
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"zerogap {command[0]}: error: ZEROGAP_THREADS='abc': must be a whole " \

@@ -119,8 +119,9 @@ def test_gsm8k_modes_grade_differently(gsm8k_dir):
 
 def test_gsm8k_hub_without_datasets_says_pass_a_path(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes "import datasets" fail
-    with pytest.raises(ValueError, match=r"needs the 'datasets' package \(pip install "
-                                         r"'zerogap\[datasets\]'\), or pass a local copy"):
+    with pytest.raises(ValueError, match=r"needs the 'datasets' package \(pip install -e "
+                                         r"'\.\[datasets\]' from a checkout\), or pass a "
+                                         r"local copy"):
         get_task("gsm8k").questions()
 
 
