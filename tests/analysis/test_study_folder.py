@@ -78,6 +78,11 @@ KEY_DAMAGE = {
     "dtype not text": (lambda r: r.update(dtype=16), "dtype: expected"),
     "memory peak as text": (lambda r: r["memory"].update(peak_resident_bytes="8GB"),
                             "memory.peak_resident_bytes: expected"),
+    "references without the unmitigated label": (
+        lambda r: _entry(r)["references"].pop("unmitigated"),
+        "settings[0].references.unmitigated: missing"),
+    "reads_zero not labels": (lambda r: _entry(r)["references"].update(reads_zero="all-zero"),
+                              "settings[0].references.reads_zero: expected a list of strings"),
     "counts path escapes": (lambda r: _entry(r)["counts"]["strategies"].update(
         ted="../../etc/passwd"), "settings[0].counts.strategies.ted: '../../etc/passwd' is not"),
     "counts file renamed": (lambda r: _entry(r)["counts"].update(repeat="counts/nope.jsonl"),
@@ -268,3 +273,26 @@ def test_no_damage_to_a_study_file_gets_a_traceback(study_dir, tmp_path_factory)
             assert message.count("\n") == 1 and ": error: " in message, message
 
     check()
+
+
+def test_the_report_reads_its_reference_labels_from_the_study_record(folder, capsys):
+    """Issue 57: the study records which label is the unmitigated run and which read 0 (from
+    what the strategies declare), and the report names no strategy itself; a folder written
+    before that record reports exactly as one with it."""
+    from zerogap.analysis.report import score_setting
+    from zerogap.analysis.score import ScoreSettings
+
+    entry = _entry(json.loads((folder / "study.json").read_text()))
+    assert entry["references"] == {"unmitigated": "identity", "reads_zero": []}
+    scoring = ScoreSettings(resamples=50)
+    assert "all-zero" in score_setting(folder, entry, scoring).strategies
+    # A label recorded as reading 0 stands for All-Zero: no synthetic row is added.
+    ted_reads_zero = {**entry, "references": {"unmitigated": "identity", "reads_zero": ["ted"]}}
+    assert "all-zero" not in score_setting(folder, ted_reads_zero, scoring).strategies
+
+    assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
+    recorded = (folder / "report.md").read_text()
+    _edit(folder, lambda r: _entry(r).pop("references"))
+    assert cli.main(["report", str(folder), "--resamples", "50"]) == 0
+    assert (folder / "report.md").read_text() == recorded
+    assert "Figure 1" in recorded  # the unmitigated run's samples were found

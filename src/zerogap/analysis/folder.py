@@ -155,8 +155,8 @@ def _entry(check: _Checker, folder: Path, entry: Any, i: int) -> dict[str, list[
 def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     """The optional keys the report's checks section reads: the design checks file, the
     baselines' settings at this scale (LNE-blocking's T_task and beta, ted-scaled's tau, the
-    shortcut neurons' location), the controls' counts, an allocated study's plan and
-    samples drawn, the jobs' times and their wall time."""
+    shortcut neurons' location), the reference labels, the controls' counts, an allocated
+    study's plan and samples drawn, the jobs' times and their wall time."""
     design = check.get(entry, "design", where, str, optional=True)
     if design is not None:
         check.member(folder, design, f"{where}.design")
@@ -173,6 +173,10 @@ def _extras(check: _Checker, folder: Path, entry: dict, where: str) -> None:
     if shortcut:
         check.get(shortcut, "calibration_disjoint", f"{where}.baselines.shortcut", bool,
                   optional=True)
+    references = check.get(entry, "references", where, dict, optional=True)
+    if references is not None:
+        check.get(references, "unmitigated", f"{where}.references", str)
+        check.strings(references, "reads_zero", f"{where}.references")
     controls = check.get(entry["counts"], "controls", f"{where}.counts", dict, optional=True)
     check.members(folder, controls or {}, f"{where}.counts.controls")
     allocation = check.get(entry, "allocation", where, dict, optional=True)

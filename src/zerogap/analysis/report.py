@@ -34,7 +34,6 @@ from zerogap.analysis.findings import (
 )
 from zerogap.analysis.folder import STUDY_FILE, STUDY_FORMAT, read_study_folder, study_scoring
 from zerogap.analysis.score import (
-    ALL_ZERO,
     REPEAT,
     Scorecard,
     ScoreSettings,
@@ -75,6 +74,17 @@ SOLUTION_LENGTHS = {"calibration": " of the calibration questions",
 # ``calibration_disjoint`` (zerogap.study.calibration chooses).
 CALIBRATION_CHOICE = {True: "disjoint from the evaluated questions",
                       False: "the evaluated questions (in sample)"}
+
+# What a setting written before study.json recorded its ``references`` (zerogap.study.run)
+# meant by its labels: identity sampled the contaminated model as it is, all-zero read 0.
+RECORDED_BEFORE_REFERENCES = {"unmitigated": "identity", "reads_zero": ["all-zero"]}
+
+
+def reference_labels(entry: dict) -> dict:
+    """A setting's reference labels: ``unmitigated``, the strategy that samples the
+    contaminated model as it is (Figure 1's samples), and ``reads_zero``, the labels whose
+    readout is 0 for every question (All-Zero, which the report adds when none ran)."""
+    return entry.get("references") or RECORDED_BEFORE_REFERENCES
 
 
 @dataclass(frozen=True)
@@ -205,7 +215,7 @@ def score_setting(folder: Path, entry: dict, scoring: ScoreSettings) -> Scorecar
     counts = entry["counts"]
     clean = load_input("clean", folder / counts["clean"])
     runs = [load_input(label, folder / path) for label, path in counts["strategies"].items()]
-    if ALL_ZERO not in counts["strategies"]:
+    if not set(reference_labels(entry)["reads_zero"]) & set(counts["strategies"]):
         runs.append(all_zero(clean))
     references = [load_input(REPEAT, folder / counts["repeat"])] if counts.get("repeat") else []
     leaked = entry.get("leaked")
@@ -255,13 +265,14 @@ def setting_checks(folder: Path, entry: dict, card: Scorecard,
 def _rouge(folder: Path, entry: dict, ids: Sequence[str]) -> dict[str, list[float]]:
     """ROUGE-L of every identity sample against its question's greedy decode (Figure 1 a, c)."""
     runs = entry.get("figure_runs", {})
-    if "identity" not in runs or "greedy" not in runs:
+    unmitigated = reference_labels(entry)["unmitigated"]
+    if unmitigated not in runs or "greedy" not in runs:
         return {}
     wanted = set(ids)
     with RunStore(folder / runs["greedy"], create=False) as store:
         greedy = {q: g.text for q, g in store.greedy().items() if q in wanted}
     out: dict[str, list[float]] = {}
-    with RunStore(folder / runs["identity"], create=False) as store:
+    with RunStore(folder / runs[unmitigated], create=False) as store:
         for row in store.samples():
             if row.question_id in greedy:
                 out.setdefault(row.question_id, []).append(

@@ -112,7 +112,7 @@ def _own_part(q: torch.Tensor, own_k: torch.Tensor, own_v: torch.Tensor, own_mas
 
     Explicit batched products, not the CPU flash kernel: that kernel pays per row and head,
     which for a few queries against a few dozen keys cost two to three times these products
-    plus a separate merge (docs/engine.md, "Decode near the ceiling"). On a CPU the products
+    plus a separate merge (docs/engine.md, "Decode"). On a CPU the products
     run in the cache's dtype (bfloat16 where ``--dtype auto`` chose it because the CPU computes
     it natively; scores rounded as in transformers' eager attention) and the softmax in float32;
     elsewhere in float32, like the other parts there (:func:`_attend_with_lse_explicit`).

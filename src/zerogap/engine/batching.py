@@ -27,7 +27,7 @@ class BatchSizer:
     slowdown of the machine while they are timed (a study's other job loading its models on
     the same cores) could otherwise end the growth at 16 rows and leave the whole call there:
     in a demo, a job of 1,024 rows beside the neuron location took 218 s, where the same job
-    kept 512 rows and took 95 s (docs/engine.md, "Batch size beside another job"). In every
+    kept 512 rows and took 95 s (docs/engine.md, "Batch size"). In every
     measurement here 64 rows decoded at 1.4-2.1 times the rate of 16, beside another job too.
     ``clock`` returns seconds (a test's own clock).
     """

@@ -62,7 +62,7 @@ from zerogap.analysis.report import STUDY_FILE, STUDY_FORMAT, Report, write_repo
 from zerogap.analysis.score import REPEAT
 from zerogap.io.files import slug, write_text
 from zerogap.progress import ProgressCallback
-from zerogap.strategies import PLAIN, strategy_class
+from zerogap.strategies import PLAIN, split_label, strategy_class
 from zerogap.study.executor import Executor, Opening, executor_choice
 from zerogap.study.job import SettingRuns
 from zerogap.study.jobs import Models, SettingJobs, run_jobs
@@ -248,6 +248,11 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
         "baselines": _baselines(s, runs.strategies),
         "figure_runs": {k: str(labelled[k].relative_to(out)) for k in (PLAIN, "greedy")
                         if k in labelled},
+        # Which labels the report treats as references, from what the strategies declare, so
+        # that the report (which may not import them) names none itself.
+        "references": {"unmitigated": PLAIN,
+                       "reads_zero": [label for label in files
+                                      if strategy_class(split_label(label)[0]).readout == "zero"]},
         "ranks": str(ranks.relative_to(out)),
         "allocation": None if plan is None or allocation is None else {
             "plan": str(allocation.relative_to(out)),
