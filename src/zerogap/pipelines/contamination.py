@@ -317,14 +317,22 @@ def differing_fields(config: ContaminationConfig, recorded: dict, *,
     manifest's ``config``), compared as the manifest stores them: JSON has no tuples, so a task
     option such as ``step_weights`` reads back as a list.
 
+    A field the manifest lacks was added after it was written, and its default is what builds
+    did before the field existed (``redraw`` off, no kept checkpoints, no plateau stop): it
+    is compared as that default, so a build made by an earlier release still resumes.
+
     >>> c = ContaminationConfig(task="multistep", task_options={"step_weights": (1, 0, 0)})
     >>> recorded = json.loads(c.to_json())
     >>> differing_fields(c, recorded), differing_fields(c, {**recorded, "epochs": 9})
     ([], ['epochs'])
+    >>> older = {k: v for k, v in recorded.items() if k != "redraw"}
+    >>> differing_fields(c, older), differing_fields(replace(c, redraw=True), older)
+    ([], ['redraw'])
     """
     ours, recorded = json.loads(config.to_json()), upgraded(recorded)
+    before = json.loads(ContaminationConfig().to_json())  # the fields' defaults, as JSON
     return [f.name for f in fields(ContaminationConfig)
-            if f.name not in ignore and ours[f.name] != recorded.get(f.name)]
+            if f.name not in ignore and ours[f.name] != recorded.get(f.name, before[f.name])]
 
 
 def build(config: ContaminationConfig, out: Path, *,
