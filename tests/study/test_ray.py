@@ -84,8 +84,8 @@ def _stored(run_dir: Path) -> tuple[list, dict]:
 
 def _same_study(ours: Path, local: Path) -> None:
     """Every run of ``ours`` holds the local study's samples; its tables, findings and report
-    are the local one's, but for the executor line and the times (both folders are named
-    ``study``: the report's title)."""
+    are the local one's, but for the executor line, the times and the memory line (each run's
+    own budget and peak; both folders are named ``study``: the report's title)."""
     assert _runs(ours) == _runs(local)
     for run in _runs(local).values():
         assert _stored(ours / run) == _stored(local / run), run
@@ -95,7 +95,7 @@ def _same_study(ours: Path, local: Path) -> None:
     def lines(out: Path) -> list[str]:  # the commands to reproduce name the folder
         return [line.replace(str(out), "OUT") for line in
                 (out / "report.md").read_text().splitlines()
-                if not line.startswith(("time:", "- jobs run by"))]
+                if not line.startswith(("time:", "- jobs run by", "- memory budget"))]
 
     assert lines(ours) == lines(local)
     assert "- jobs run by the ray executor, 2 at a time" in (ours / "report.md").read_text()

@@ -139,11 +139,17 @@ def _fix_threads(threads: int) -> None:
 
 def _check_environment() -> None:
     """zerogap's environment overrides checked with the flags, before any command runs: a bad
-    ``ZEROGAP_THREADS`` is one line here, not after a model has loaded. (The prefix cache's
-    ``ZEROGAP_PREFIX_CACHE_MB`` is read only by the HF engine, which checks it before loading.)"""
+    ``ZEROGAP_THREADS`` or ``ZEROGAP_PREFIX_CACHE_MB`` is one line here, not after a model has
+    loaded nor behind a missing model path."""
     from zerogap.engine.threads import override
 
     override()
+    if os.environ.get("ZEROGAP_PREFIX_CACHE_MB", "").strip():
+        # Only where it is set: the prefix cache's module imports torch, which a command that
+        # loads nothing (a finished resume) never needs.
+        from zerogap.engine.prefix_cache import limit_bytes
+
+        limit_bytes()
 
 
 def _fix_memory(size: str | None) -> None:
