@@ -138,14 +138,20 @@ def _prepare(args):
         prepare,
         resume_dtype,
     )
-    from zerogap.store import RunStore, check_store_dir
-    from zerogap.strategies import parse_overrides, split_label
+    from zerogap.store import DB_NAME, RunStore, check_store_dir
+    from zerogap.strategies import parse_overrides, split_label, strategy_class
     from zerogap.tasks import task_from_strings
     from zerogap.tasks.chat import read_template
 
     # Held against the backend's capabilities after the resume check: that imports the backend
     # (torch), and a refusal of a changed setting or a resume with nothing to do need neither.
+    # A new run loads its model anyway, so there the strategy's class is held against them
+    # first, before its settings read any file (shortcut's neurons on a backend that cannot
+    # patch are refused as such).
     name, pairs = split_label(args.strategy)
+    if not (args.out / DB_NAME).is_file():
+        check_strategy(strategy_class(name), backend_capabilities(args.backend), args.backend,
+                       name)
     strategy = build_strategy(name, parse_overrides(name, pairs + args.settings))
     task = task_from_strings(args.task, parse_pairs("--task-option", args.task_option))
     questions = first_questions(task.questions(args.split), args.limit)
