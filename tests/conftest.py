@@ -48,6 +48,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _own_memory_budget(monkeypatch):
+    """Each test starts and ends with the environment's memory budget: ``--max-memory`` given
+    to ``cli.main`` in this process sets ``ZEROGAP_MAX_MEMORY`` (for the processes a command
+    starts), and a small budget left behind would stop the next test's model in this worker."""
+    from zerogap.engine import memory
+
+    monkeypatch.setenv(memory.ENV, os.environ.get(memory.ENV, ""))
+    yield
+    memory.reset_budget()
+
+
 def _tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     config = LlamaConfig(
