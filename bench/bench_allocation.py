@@ -114,7 +114,7 @@ def studies(profile: Profile, truth, budget, reference, reps: int, stated: int, 
             cis = [gaps.interval("railcap", "sa_ppg"), gaps.interval("identity", "sa_ppg"),
                    difference_interval(gaps, *NAMES)]
             half.append([ci.high - ci.estimate for ci in cis])
-            alone = difference_interval(replace(gaps, shared=None), *NAMES)
+            alone = difference_interval(replace(gaps, joint_correct=None), *NAMES)
             independent.append(alone.high - alone.estimate)
     est = np.asarray(estimates)
     out = {"mean": est.mean(axis=0), "sd": est.std(axis=0, ddof=1), "estimates": est,
