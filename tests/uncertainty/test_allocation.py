@@ -211,6 +211,22 @@ def test_the_reference_is_allocated_upward_most_where_a_question_is_alone():
     assert np.all(kept.reference == 20) and np.array_equal(kept.samples, plan.samples)
 
 
+@pytest.mark.parametrize("pilots", [1, 3])
+def test_the_reference_rule_prices_one_strategys_spread_whatever_the_pilots(pilots):
+    """Neyman's ratio r_q / m_q = √K σ_clean / σ_strategy: with pilots that sample like the
+    clean model, σ_strategy = σ_clean, so the ratio is √K however many strategies were piloted
+    (a study pilots a filter as well, which adds no strategy samples)."""
+    rng = np.random.default_rng(7)
+    n, k = 200, 4
+    p = np.r_[np.zeros(50), np.linspace(0.05, 0.95, 150)]
+    c, m = rng.binomial(20, p), np.full(n, 20)
+    plan = allocate_samples(c, m, np.stack([c] * pilots), np.stack([m] * pilots), budget=6,
+                            bins=10, reference_strategies=k, reference_samples=1)
+    ratio = plan.reference / plan.samples
+    solved = (c > 0) & (c < 20)
+    assert np.allclose(ratio[solved], np.sqrt(k), atol=0.5 / plan.samples[solved].min())
+
+
 def test_targets_buy_fewer_samples_with_the_reference_allocated_and_shared_noise():
     rng = np.random.default_rng(5)
     n = 300

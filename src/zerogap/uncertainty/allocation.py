@@ -213,12 +213,15 @@ def allocate_samples(
               else np.ones(n))
     score = weights * spread
     # Reference samples per strategy sample on each question: √K σ_clean / σ, where σ is one
-    # strategy's sd (spread / √K with a pilot; without one, the clean model's own).
+    # strategy's sd: the pilots' mean variance, spread / √P for P pilots (P need not be K: a
+    # study pilots a filter that samples nothing of its own); without a pilot, the clean
+    # model's own.
     ratio = None
     if reference_strategies is not None:
         ratio = np.full(n, math.sqrt(reference_strategies))
         if priors:
-            ratio = np.divide(reference_strategies * np.sqrt(_bernoulli_mean(clean_prior)),
+            ratio = np.divide(math.sqrt(reference_strategies * len(priors))
+                              * np.sqrt(_bernoulli_mean(clean_prior)),
                               spread, out=np.zeros(n), where=spread > 0)
 
     def reference_at(alloc: np.ndarray) -> np.ndarray:
