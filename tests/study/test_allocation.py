@@ -91,9 +91,15 @@ def test_every_strategy_samples_at_the_recorded_plan(allocated):
     assert len(set(plan.samples.values())) > 1  # the strata of the spread task tell them apart
     assert plan.inputs["clean_batch"] == entry["runs"]["clean, 2nd batch"].split("/")[-1]
     assert plan.inputs["budget"] == 3 and plan.inputs["pilot"] is None
-    # the clean model's batches stay at m; the strategies hold exactly the plan
-    for key in ("clean", "repeat"):
-        assert set(read_counts(out / entry["counts"][key]).samples) == {4}
+    # the second clean batch stays at m; the reference batch holds the plan's reference, never
+    # below m, more where the rule asks (K = 2: identity and railcap sample, TED filters
+    # identity's, All-Zero draws none); the strategies hold exactly the plan
+    assert set(read_counts(out / entry["counts"]["repeat"]).samples) == {4}
+    assert plan.reference_strategies == 2
+    assert min(plan.reference.values()) == 4 < max(plan.reference.values())
+    reference = read_counts(out / entry["counts"]["clean"])
+    assert dict(zip(reference.ids, reference.samples.tolist(), strict=True)) == plan.reference
+    assert _counts(out / entry["runs"]["clean"]) == plan.reference
     for label in ("identity", "railcap", "ted"):
         assert _counts(out / entry["runs"][label]) == plan.samples
         with RunStore(out / entry["runs"][label], create=False) as store:
@@ -104,10 +110,12 @@ def test_every_strategy_samples_at_the_recorded_plan(allocated):
     # the samples drawn, by run: TED filters identity's and draws none
     drawn = entry["allocation"]["drawn"]
     assert drawn["identity"] == drawn["railcap"] == sum(plan.samples.values())
-    assert drawn["clean"] == drawn["clean, 2nd batch"] == 40 and drawn["pilot"] == 0
+    assert drawn["clean"] == sum(plan.reference.values())
+    assert drawn["clean, 2nd batch"] == 40 and drawn["pilot"] == 0
     assert "ted" not in drawn
     lines = report.checks["tiny-toy"].lines()
     assert lines[0].startswith("allocation: budget 3 samples per question and strategy")
+    assert "reference batch at r_q from 4 to" in lines[0] and "for 2 sampled strategies" in lines[0]
     assert any("uniform m for the same half-width: not estimated" in line for line in lines)
     assert "allocation: budget 3" in summary_table(report)
     assert "Allocated samples (tiny-toy)" in report.html.read_text()
@@ -137,17 +145,19 @@ def test_teds_readout_counts_its_kept_samples_among_the_first_m_q(allocated):
 
 def test_the_samples_a_question_shares_with_a_uniform_run_are_the_same(allocated,
                                                                          spread_study, tmp_path):
-    """Identity's first m_q samples of every question are a uniform study's at the same seed."""
+    """Identity's first m_q samples of every question are a uniform study's at the same seed,
+    and so are the clean reference batch's first r_q."""
     out, _, _ = allocated
     entry = _entry(out)
     plan = read_allocation(out / entry["allocation"]["plan"])
     uniform = tmp_path / "uniform"
-    evaluate(spread_study(strategies=("identity",), m=max(plan.samples.values())), uniform,
-             engine=ENGINE)
-    whole = _stored(uniform / _entry(uniform)["runs"]["identity"])
-    allocated_samples = _stored(out / entry["runs"]["identity"])
-    assert allocated_samples == {(q, s): whole[q, s] for q, m in plan.samples.items()
-                                 for s in range(m)}
+    most = max(*plan.samples.values(), *plan.reference.values())
+    evaluate(spread_study(strategies=("identity",), m=most), uniform, engine=ENGINE)
+    for run, wanted in (("identity", plan.samples), ("clean", plan.reference)):
+        whole = _stored(uniform / _entry(uniform)["runs"][run])
+        allocated_samples = _stored(out / entry["runs"][run])
+        assert allocated_samples == {(q, s): whole[q, s] for q, m in wanted.items()
+                                     for s in range(m)}
 
 
 def test_resuming_or_adding_a_strategy_samples_only_what_is_missing(allocated, spread_study,
@@ -180,16 +190,21 @@ def test_a_raised_budget_only_extends_questions(allocated, spread_study, tmp_pat
     out = tmp_path / "study"
     shutil.copytree(allocated[0], out)
     entry = _entry(out)
-    old = read_allocation(out / entry["allocation"]["plan"]).samples
+    first = read_allocation(out / entry["allocation"]["plan"])
+    old = first.samples
     identity = _stored(out / entry["runs"]["identity"])
     states = []
     evaluate(spread_study(budget=5), out, engine=ENGINE,
              progress=states.append)
-    new = read_allocation(out / entry["allocation"]["plan"]).samples
+    raised = read_allocation(out / entry["allocation"]["plan"])
+    new = raised.samples
     assert _entry(out)["runs"] == entry["runs"]  # the same runs, grown
     assert all(new[q] >= old[q] for q in old) and sum(new.values()) > sum(old.values())
+    assert all(raised.reference[q] >= first.reference[q] for q in old)
     grown = sum(new.values()) - sum(old.values())
-    assert states[-1].rows_done == 2 * grown  # identity and railcap; TED filters identity's
+    grown_reference = sum(raised.reference.values()) - sum(first.reference.values())
+    # identity and railcap (TED filters identity's), and the reference batch's growth
+    assert states[-1].rows_done == 2 * grown + grown_reference
     after = _stored(out / entry["runs"]["identity"])
     assert {key: after[key] for key in identity} == identity
     for label in ("identity", "railcap", "ted"):
@@ -202,6 +217,8 @@ def test_a_raised_budget_only_extends_questions(allocated, spread_study, tmp_pat
     assert _counts(out / entry["runs"]["identity"]) == new
     counts = read_counts(out / entry["counts"]["strategies"]["identity"])
     assert dict(zip(counts.ids, counts.samples.tolist(), strict=True)) == old
+    counts = read_counts(out / entry["counts"]["clean"])
+    assert dict(zip(counts.ids, counts.samples.tolist(), strict=True)) == first.reference
 
 
 def test_a_pilot_predicts_half_widths_and_a_target_is_reached(spread_study, tmp_path):
@@ -216,6 +233,7 @@ def test_a_pilot_predicts_half_widths_and_a_target_is_reached(spread_study, tmp_
     assert plan.uniform_samples is not None and plan.inputs["pilot"]["m"] == 2
     assert entry["allocation"]["drawn"]["pilot"] == 2 * 10 * 2
     assert any(line.startswith("  uniform m for the same largest predicted half-width")
+               and "the whole study with the clean reference batch" in line
                for line in report.checks["tiny-toy"].lines())
     # the pilots draw on a seed of their own: none of their samples is a scored one
     pilots = {name for name in plan.inputs["pilot"]["runs"].values()}

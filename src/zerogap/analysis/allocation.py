@@ -1,7 +1,8 @@
 """An allocated study's plan as a file: each question's m and what it was computed from.
 
 An allocated study (``zerogap evaluate --budget`` or ``--target-half-width``) gives every
-strategy the same m per question, from :func:`zerogap.uncertainty.allocate_samples` on the
+strategy the same m per question and the clean reference batch its own (upward from the
+study's m), from :func:`zerogap.uncertainty.allocate_samples` on the
 clean model's second batch (and, optionally, a pilot of each strategy). The study writes the
 plan beside its runs, one file per setting (``allocation/<setting>.json``), and reuses it
 while its inputs stay the same: a resumed study and a strategy added later sample at the
@@ -10,10 +11,11 @@ reads it back to state the allocation and to simulate the noise floor at the pla
 
 The file holds ``format``, ``inputs`` (what the plan was computed from: the clean batch's run,
 the questions, B, the budget or target, the bounds, the reference m, the pilot's seed, m and
-runs), ``samples`` (question id -> m), ``mean_samples``, ``level``, ``half_widths`` (predicted,
-each strategy's SA-PPG and each pair's difference; empty without a pilot) and
-``uniform_samples`` (the uniform m with the same largest predicted half-width; null without a
-pilot). Torch-free.
+runs), ``samples`` (question id -> m), ``mean_samples``, ``reference`` (question id -> the
+clean reference batch's m) and ``reference_strategies`` (the K it was allocated for),
+``level``, ``half_widths`` (predicted, each strategy's SA-PPG and each pair's difference; empty
+without a pilot) and ``uniform_samples`` (the uniform m with the same largest predicted
+half-width; null without a pilot). Torch-free.
 
 What the plan moves: each strategy's expected SA-PPG at the plan differs from a uniform study's
 at m (:func:`plan_shifts`, simulated as the noise floor is); the report states it beside the
@@ -53,6 +55,13 @@ class AllocationPlan:
     level: float
     half_widths: dict[str, float] = field(default_factory=dict)
     uniform_samples: int | None = None
+    reference: dict[str, int] = field(default_factory=dict)
+    """The clean reference batch's m of each question (allocated upward, never below the
+    study's m); empty: the batch keeps the study's m (a plan recorded before it was
+    allocated)."""
+    reference_strategies: int | None = None
+    """K, the sampled strategies the reference batch was allocated for (Neyman's rule prices a
+    reference sample at one and a strategy sample at K)."""
 
     @property
     def mean_samples(self) -> float:
@@ -63,9 +72,15 @@ class AllocationPlan:
         """(N,) the m of each question of ``ids``, in that order."""
         return np.array([self.samples[q] for q in ids], dtype=np.int64)
 
+    def reference_samples(self) -> dict[str, int]:
+        """The clean reference batch's m of each question: :attr:`reference`, or the study's m
+        where the plan keeps it."""
+        return self.reference or dict.fromkeys(self.samples, int(self.inputs["reference_m"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": ALLOCATION_FORMAT, "inputs": self.inputs, "samples": self.samples,
-                "mean_samples": self.mean_samples, "level": self.level,
+                "mean_samples": self.mean_samples, "reference": self.reference,
+                "reference_strategies": self.reference_strategies, "level": self.level,
                 "half_widths": self.half_widths, "uniform_samples": self.uniform_samples}
 
     def lines(self, spent: Mapping[str, int],
@@ -83,10 +98,19 @@ class AllocationPlan:
         basis = "the clean model's second batch" + (
             f" and a pilot of {pilot['m']} samples per question of each strategy (seed "
             f"{pilot['seed']}, not scored)" if pilot else "")
+        if self.reference:
+            r = np.array(list(self.reference.values()))
+            batches = (f"the clean model's reference batch at r_q from {r.min()} to {r.max()} "
+                       f"(mean {r.mean():.2f}; allocated upward for "
+                       f"{self.reference_strategies} sampled strategies, never below m = "
+                       f"{inputs['reference_m']}), its second batch at m = "
+                       f"{inputs['reference_m']}")
+        else:
+            r = np.full(m.size, int(inputs["reference_m"]))
+            batches = f"the clean model's batches at m = {inputs['reference_m']}"
         out = [f"allocation: {size}, by design from {basis} (B = {inputs['bins']}); each "
                f"strategy samples question q m_q times, m_q from {m.min()} to {m.max()} "
-               f"(median {np.median(m):g}, mean {m.mean():.2f}); the clean model's batches "
-               f"at m = {inputs['reference_m']}"]
+               f"(median {np.median(m):g}, mean {m.mean():.2f}); {batches}"]
         drawn = ", ".join(f"{label} {n:,}" for label, n in spent.items())
         out.append(f"  samples drawn: {drawn}")
         strategies = len([k for k in spent if k not in ("clean", "clean, 2nd batch", "pilot")])
@@ -95,10 +119,12 @@ class AllocationPlan:
         else:
             widest = max(self.half_widths.values())
             uniform = self.uniform_samples * len(m)
+            whole = (strategies * int(m.sum()) + int(r.sum())) / ((strategies + 1) * uniform)
             out.append(f"  uniform m for the same largest predicted half-width ({widest:.4f}): "
                        f"{self.uniform_samples}, {uniform:,} samples per strategy against "
                        f"{int(m.sum()):,} allocated ({int(m.sum()) / uniform:.2f} of uniform's; "
-                       f"{strategies} strategies sampled)")
+                       f"{strategies} strategies sampled); the whole study with the clean "
+                       f"reference batch {whole:.2f} of uniform's")
         if shifts:
             out.append("  shift of each strategy's expected SA-PPG at this plan from uniform "
                        f"m = {inputs['reference_m']} (simulated; in half-widths of its "
@@ -123,11 +149,9 @@ def read_allocation(path: Path) -> AllocationPlan:
     if data.get("format") != ALLOCATION_FORMAT:
         raise DataError(f"{path}: not a zerogap allocation file (format "
                         f"{ALLOCATION_FORMAT!r} expected)")
-    samples = data.get("samples")
-    if not isinstance(samples, dict) or not samples or not all(
-            isinstance(m, int) and not isinstance(m, bool) and m >= 1
-            for m in samples.values()):
-        raise DataError(f"{path}: key samples: expected question ids mapped to integers >= 1")
+    samples = _question_samples(path, data, "samples")
+    # A plan recorded before the reference batch was allocated has no "reference".
+    reference = _question_samples(path, data, "reference") if data.get("reference") else {}
     inputs, widths = data.get("inputs"), data.get("half_widths") or {}
     level, uniform = data.get("level"), data.get("uniform_samples")
     if not isinstance(inputs, dict) or not isinstance(widths, dict) \
@@ -135,7 +159,23 @@ def read_allocation(path: Path) -> AllocationPlan:
             or not (uniform is None or isinstance(uniform, int)):
         raise DataError(f"{path}: keys inputs, half_widths, level, uniform_samples: expected "
                         "an object, an object, a number and an integer or null")
-    return AllocationPlan(inputs, samples, level, widths, uniform)
+    strategies = data.get("reference_strategies")
+    if reference and not (isinstance(strategies, int) and not isinstance(strategies, bool)
+                          and strategies >= 1):
+        raise DataError(f"{path}: key reference_strategies: expected an integer >= 1 beside "
+                        "reference")
+    return AllocationPlan(inputs, samples, level, widths, uniform, reference,
+                          strategies if reference else None)
+
+
+def _question_samples(path: Path, data: Mapping[str, Any], key: str) -> dict[str, int]:
+    """``data[key]``, question ids mapped to m; :class:`~zerogap.errors.DataError` naming the
+    file and the key when it is not."""
+    value = data.get(key)
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(m, int) and not isinstance(m, bool) and m >= 1 for m in value.values()):
+        raise DataError(f"{path}: key {key}: expected question ids mapped to integers >= 1")
+    return value
 
 
 def plan_shifts(plan: AllocationPlan, clean: QuestionCounts,

@@ -4,7 +4,9 @@
 The plan is a cheap job of the setting's job graph (:mod:`zerogap.study.plan`), the ``allocate``
 job kind (:class:`AllocateJob`): it reads the
 second clean batch, so the executor runs it once that batch is stored, and every allocated
-strategy's run reads the plan, so none samples before it. It is recorded beside the runs
+strategy's run reads the plan, so none samples before it; nor does the clean reference batch,
+which the plan allocates upward from the study's m for the K strategies that share it. It is
+recorded beside the runs
 (:mod:`zerogap.analysis.allocation`) with the inputs it was computed from:
 
 * the same inputs again (a resumed study, a strategy added later): the recorded plan is used
@@ -14,9 +16,10 @@ strategy's run reads the plan, so none samples before it. It is recorded beside 
   so the runs sample only what they lack.
 
 Sampling order, so that no sample the estimate scores chose the allocation: the clean model's
-reference batch (seed ``seed``) and second batch (``seed + 1``) at m, the pilots (``seed + 3``,
-never scored), the plan, then each strategy's samples ``0 .. m_q - 1`` of its seed
-(``seed + 2``), the very samples a uniform run of that seed draws there.
+second batch (``seed + 1``) at m, the pilots (``seed + 3``, never scored), the plan, then the
+reference batch's samples ``0 .. r_q - 1`` (seed ``seed``) and each strategy's ``0 .. m_q - 1``
+(``seed + 2``), the very samples a uniform run of that seed draws there. A strategy added later
+samples at the recorded plan and leaves the reference batch as it was allocated.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 from zerogap.analysis.allocation import AllocationPlan, read_allocation, write_allocation
 from zerogap.errors import DataError, UserError
+from zerogap.strategies import strategy_class
 from zerogap.study.job import Job, JobContext, Left, Planning, SettingRuns
 from zerogap.study.kinds import register_job_kind
 from zerogap.study.settings import Setting
@@ -54,6 +58,14 @@ def budget_notes(study: StudySpec) -> list[str]:
     return [f"budget {study.budget:g} is at least max_samples ({most}): every question of every "
             f"strategy gets {most} samples, what a uniform m = {most} needs; the allocation "
             "changes nothing (lower the budget, or give m instead)"]
+
+
+def sampled_strategies(study: StudySpec, s: Setting) -> int:
+    """K, the study's strategies that sample the contaminated model and so share the clean
+    reference batch's cost in Neyman's rule (a filter reuses identity's samples and All-Zero
+    draws none)."""
+    chosen = (strategy_class(s.strategies[label][0]) for label in study.labels())
+    return max(1, sum(c.samples_model and not c.filters_only for c in chosen))
 
 
 def plan_inputs(study: StudySpec, s: Setting, repeat: Path, pilots: Mapping[str, Path]
@@ -131,6 +143,8 @@ def allocate_setting(path: Path, study: StudySpec, s: Setting, repeat: Path,
     if kept is not None:
         return kept
     ids = [q.id for q in s.questions]
+    # Not an input: a strategy added later samples at the plan it finds, reference included.
+    strategies = sampled_strategies(study, s)
     clean = _counts(repeat, ids)
     pilot = [_counts(run, ids) for run in pilots.values()]
     try:
@@ -142,11 +156,13 @@ def allocate_setting(path: Path, study: StudySpec, s: Setting, repeat: Path,
             budget=study.budget, target_half_width=study.target_half_width,
             names=list(pilots), bins=inputs["bins"], level=study.level,
             min_samples=study.min_samples, max_samples=inputs["max_samples"],
-            reference_samples=study.m)
+            reference_samples=study.m, reference_strategies=strategies)
     except ValueError as err:
         raise UserError(f"setting {s.spec.name}: {err}") from None
     recorded = AllocationPlan(inputs, {q: int(m) for q, m in zip(ids, plan.samples, strict=True)},
-                              plan.level, plan.half_widths, plan.uniform_samples)
+                              plan.level, plan.half_widths, plan.uniform_samples,
+                              {q: int(r) for q, r in zip(ids, plan.reference, strict=True)},
+                              strategies)
     write_allocation(path, recorded)
     return recorded
 

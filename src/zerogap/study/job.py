@@ -25,7 +25,7 @@ pickle it and run it in another process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from zerogap.analysis.score import REPEAT
 
 if TYPE_CHECKING:
+    from zerogap.analysis.allocation import AllocationPlan
     from zerogap.engine.base import EngineOptions
     from zerogap.runs import LoadedEngine
     from zerogap.study.progress import JobProgress
@@ -86,15 +87,15 @@ class Left:
 @dataclass
 class Planning:
     """What a job's plan and its :meth:`Job.left` see: the study, the setting, its run
-    directories, the study folder ``out``, and ``plan``: an allocated setting's recorded m per
-    question (None while it is to be computed). ``seen`` holds the run directories a job
+    directories, the study folder ``out``, and ``plan``: an allocated setting's recorded plan
+    (None while it is to be computed). ``seen`` holds the run directories a job
     already counts (a model against itself has one greedy run: decoded once)."""
 
     study: StudySpec
     setting: Setting
     runs: SettingRuns
     out: Path
-    plan: Mapping[str, int] | None = None
+    plan: AllocationPlan | None = None
     seen: set[Path] = field(default_factory=set)
 
 

@@ -90,8 +90,12 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     greedy = {role: run_dir("greedy", getattr(spec, role),
                             greedy_max_new_tokens=study.max_new_tokens)
               for role in ("clean", "contaminated")}
+    # An allocated study's clean reference batch samples at the plan's m per question (upward
+    # from m), once the plan is computed from the second batch.
+    allocation = out / "allocation" / f"{slug(spec.name)}.json" if study.allocated else None
     runs = SettingRuns(
-        clean=run_dir("clean", spec.clean, seed=study.seed, **sampling(study.m)),
+        clean=run_dir("clean", spec.clean, seed=study.seed,
+                      **sampling(study.m if allocation is None else PER_QUESTION)),
         repeat=run_dir("clean", spec.clean, seed=study.seed + 1, **sampling(study.m)),
         clean_greedy=greedy["clean"], contaminated_greedy=greedy["contaminated"])
     decoded = s.greedy_questions
@@ -99,8 +103,6 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
         GreedyJob("clean greedy", "clean", greedy["clean"], s.plain, questions=decoded),
         GreedyJob("contaminated greedy", "contaminated", greedy["contaminated"], s.plain,
                   questions=decoded),
-        SampleJob("clean", "clean", runs.clean, PLAIN, {}, greedy["clean"], built=s.plain,
-                  seed=study.seed, m=study.m),
         SampleJob(REPEAT, "clean", runs.repeat, PLAIN, {}, greedy["clean"], built=s.plain,
                   seed=study.seed + 1, m=study.m),
     ]
@@ -155,10 +157,13 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
     # Identity first: the design checks read it before any strategy samples (and a filter
     # reads identity's run).
     in_order = sorted(labels, key=lambda label: label != PLAIN)
-    allocation = None
+    reference = SampleJob("clean", "clean", runs.clean, PLAIN, {}, greedy["clean"],
+                          built=s.plain, allocation=allocation, reference=True, seed=study.seed,
+                          m=study.m)
     plan = None
-    if study.allocated:
-        allocation = out / "allocation" / f"{slug(spec.name)}.json"
+    if allocation is None:
+        jobs.append(reference)
+    else:
         pilots: dict[str, Path] = {}
         for label in in_order if study.pilot else ():
             job = strategy_job(label, "contaminated", pilots.get(PLAIN),
@@ -168,9 +173,8 @@ def plan_setting(study: StudySpec, s: Setting, out: Path, dtype: str = "float32"
                 jobs.append(job)
                 pilots[label] = job.output
         allocate = AllocateJob("allocation", allocation, pilots)
-        jobs.append(allocate)
-        kept = allocate.recorded(study, s, runs)
-        plan = None if kept is None else kept.samples
+        jobs.extend((allocate, reference))
+        plan = allocate.recorded(study, s, runs)
     for label in in_order:
         job = strategy_job(label, "contaminated", runs.strategies.get(PLAIN),
                            allocation=allocation)

@@ -204,7 +204,8 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
     """The setting's record in study.json; counts exported, paths relative to ``out``;
     ``loaded`` holds the fingerprints of the models loaded this time, by role; ``allocation``
     is an allocated setting's plan file, whose m per question the allocated runs' counts keep
-    (their first m_q samples: a run holding more from a larger budget keeps them unscored)."""
+    (their first m_q samples, the reference batch's first r_q: a run holding more from a
+    larger budget keeps them unscored)."""
     from zerogap.analysis.allocation import read_allocation
     from zerogap.store import RunStore
     from zerogap.study.allocation import samples_drawn, shift_record
@@ -216,7 +217,8 @@ def _entry(s: Setting, runs: SettingRuns, loaded: dict[str, str], out: Path, ran
     files = {}
     for label, run_dir in runs.scored().items():
         target = base / f"{slug(label)}.jsonl"
-        _export_counts(run_dir, target, ids, limit)
+        _export_counts(run_dir, target, ids,
+                       plan.reference_samples() if plan and run_dir == runs.clean else limit)
         files[label] = str(target.relative_to(out))
     control_files = {}
     for label, run_dir in runs.controls.items():

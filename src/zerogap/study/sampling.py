@@ -18,6 +18,7 @@ from zerogap.study.kinds import register_job_kind
 from zerogap.study.progress import counting_store
 
 if TYPE_CHECKING:
+    from zerogap.analysis.allocation import AllocationPlan
     from zerogap.runs import LoadedEngine
     from zerogap.strategies import Strategy
     from zerogap.study.settings import Setting
@@ -83,7 +84,8 @@ class _StrategyRun(Job):
     """What a sampling run and a filter share: strategy ``strategy`` with ``options`` on
     ``role``'s model, whose greedy decodes are in ``greedy_dir``; ``built`` is the strategy where
     the setting built it already (None: built when the job runs); ``allocation`` is the plan
-    whose m per question the run holds; ``neurons`` the neuron list its strategy patches."""
+    whose m per question the run holds (its clean reference batch's where ``reference``);
+    ``neurons`` the neuron list its strategy patches."""
 
     label: str
     role: str
@@ -94,6 +96,11 @@ class _StrategyRun(Job):
     built: Strategy | None = None
     allocation: Path | None = None
     neurons: Path | None = None
+    reference: bool = False
+
+    def planned(self, plan: AllocationPlan) -> dict[str, int]:
+        """The m of each question this run holds under ``plan``."""
+        return plan.reference_samples() if self.reference else plan.samples
 
     def _inputs(self) -> tuple[Path | None, ...]:
         return (self.greedy_dir, self.allocation, self.neurons)
@@ -116,7 +123,7 @@ class _StrategyRun(Job):
             todo = len(planning.setting.questions)
             lacking = todo * round(planning.study.budget or planning.study.m)
         else:
-            todo, lacking = shortfall(self.output, planning.plan)
+            todo, lacking = shortfall(self.output, self.planned(planning.plan))
         return Left(todo, rows=lacking if drawn else 0, questions=todo if drawn else 0)
 
     def _strategy(self, context: JobContext, calibrated: bool) -> Strategy:
@@ -159,7 +166,8 @@ class SampleJob(_StrategyRun):
         strategy = self._strategy(context, self.calibrated)
         spec = SamplingSpec(m=self.m, temperature=study.temperature,
                             max_new_tokens=study.max_new_tokens, seed=self.seed)
-        samples = None if self.allocation is None else read_allocation(self.allocation).samples
+        samples = (None if self.allocation is None
+                   else self.planned(read_allocation(self.allocation)))
         run = _prepare(context, loaded, self.role, s.questions, strategy, spec, samples=samples)
         try:
             assert isinstance(run, SampleRun)

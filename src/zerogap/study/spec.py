@@ -211,8 +211,9 @@ class StudySpec(JsonConfig):
     # Allocation by design (zerogap.uncertainty.allocation): each strategy's m per question.
     budget: float | None = field(default=None, metadata={
         "help": "allocate the strategies' samples by design, this many per question and "
-                "strategy on average, where they decide SA-PPG (the clean model's batches "
-                "stay at m) (default: none, a uniform m)", "min": 1, "metavar": "X"})
+                "strategy on average, where they decide SA-PPG (the clean model's second "
+                "batch stays at m, its reference batch gets m or more) (default: none, a "
+                "uniform m)", "min": 1, "metavar": "X"})
     target_half_width: float | None = field(default=None, metadata={
         "help": "allocate the fewest samples whose predicted half-width of every strategy's "
                 "SA-PPG and every paired difference is at most this (needs a pilot) (default: "
