@@ -16,7 +16,12 @@ with: ``git worktree add /tmp/old main``), one after the other in the same sitti
   process holds FRACTION of the memory available at its start (touched, so resident).
 
 It prints per case the peak (GiB) and wall (s) of each tree and the ratios this/old; a case
-whose run failed prints its exit status instead (a run killed for memory reads -9 or 137).
+whose run failed prints its exit status instead (a run killed for memory reads -9 or 137). For a
+study case whose runs both completed it also prints how many stored responses the two trees
+share (keyed by run, question and sample: a change that should not move a draw reads all of
+them; under different batch sizes a near-tie may fall the other way in bfloat16, so give
+``--batch-size`` to fix the batches in both trees and compare draw for draw). ``--keep DIR``
+keeps each study's folder there (``DIR/<case>/<tree>``) instead of deleting it.
 Nothing here is timed in a unit test: the machine is shared, so compare the ratios of one
 sitting, and rerun a case where another process's load moved its wall.
 
@@ -24,6 +29,8 @@ sitting, and rerun a case where another process's load moved its wall.
     python bench/bench_memory.py --old /tmp/old --cases sample
     python bench/bench_memory.py --old /tmp/old --demo-questions 12 -m 4 --hog 0.5
     python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models
+    python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models \
+        --demo-questions 128 -m 8 --dtypes auto --workers 2 --batch-size 16
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ def hog(fraction: float) -> subprocess.Popen:
 def cases(args) -> list[tuple[str, list[str], dict[str, str]]]:
     """(name, zerogap argv without --out, environment) of every case asked for."""
     out: list[tuple[str, list[str], dict[str, str]]] = []
+    fixed = [] if args.batch_size is None else ["--batch-size", str(args.batch_size)]
     for dtype in args.dtypes:
         if "sample" in args.cases:
             out.append((f"sample, {dtype}",
@@ -87,8 +95,18 @@ def cases(args) -> list[tuple[str, list[str], dict[str, str]]]:
             for workers in args.workers:
                 out.append((f"study, {dtype}, {workers} worker(s)",
                             ["demo", "--questions", str(args.demo_questions), "-m", str(args.m),
-                             "--dtype", dtype, "--workers", str(workers), "--quiet"], {}))
+                             "--dtype", dtype, "--workers", str(workers), "--quiet",
+                             *fixed], {}))
     return out
+
+
+def shared_responses(first: Path, second: Path) -> tuple[int, int]:
+    """(responses both study folders store alike, responses of either), keyed by run label,
+    question and sample (:func:`bench_study.responses`)."""
+    from bench_study import responses
+
+    a, b = responses(first), responses(second)
+    return sum(a[key] == b.get(key) for key in a), len(a.keys() | b.keys())
 
 
 def main() -> None:
@@ -105,6 +123,11 @@ def main() -> None:
     parser.add_argument("--models", type=Path, default=None,
                         help="a demo folder's models, copied into each study's folder so that "
                              "the fine-tunes are not measured")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="fix the studies' batches in both trees (their samples then "
+                             "compare draw for draw)")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep each study's folder in DIR/<case>/<tree>")
     parser.add_argument("--hog", type=float, default=None, metavar="FRACTION",
                         help="also run the float32 2-worker study beside a process holding "
                              "this fraction of the available memory")
@@ -120,15 +143,23 @@ def main() -> None:
         held = hog(args.hog) if "hog" in name else None
         try:
             figures = {}
-            for tree, src in trees.items():
-                with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
+            with tempfile.TemporaryDirectory(prefix="bench-memory-") as scratch:
+                kept = (args.keep or Path(scratch)) / re.sub(r"\W+", "-", name).strip("-")
+                for tree, src in trees.items():
+                    out = kept / tree
+                    if out.exists():
+                        shutil.rmtree(out)
                     if args.models is not None and argv[0] == "demo":
-                        shutil.copytree(args.models, f"{folder}/out/models",
+                        shutil.copytree(args.models, out / "models",
                                         ignore=shutil.ignore_patterns(".work"))
-                    code, wall, peak = measured(src, [*argv, "--out", f"{folder}/out"], env)
-                figures[tree] = code, wall, peak
-                print(f"{name:<58} {tree:<5} {code:>4} {peak / GIB:>9.2f} {wall:>8.1f}",
-                      flush=True)
+                    code, wall, peak = measured(src, [*argv, "--out", str(out)], env)
+                    figures[tree] = code, wall, peak
+                    print(f"{name:<58} {tree:<5} {code:>4} {peak / GIB:>9.2f} {wall:>8.1f}",
+                          flush=True)
+                if argv[0] == "demo" and figures["this"][0] == figures["old"][0] == 0:
+                    same, total = shared_responses(kept / "this", kept / "old")
+                    print(f"{'':<58} responses alike in both trees: {same:,} of {total:,}",
+                          flush=True)
         finally:
             if held is not None:
                 held.kill()

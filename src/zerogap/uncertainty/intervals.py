@@ -273,14 +273,22 @@ def shared_noise(joint, correct_a, correct_b, samples_a, samples_b,
     """
     joint, xa, xb = (np.asarray(v, float) for v in (joint, correct_a, correct_b))
     ma, mb = np.asarray(samples_a, float), np.asarray(samples_b, float)
-    paired = (ma == mb) & (ma > 1)
-    if np.any(paired & ((joint < xa + xb - ma) | (joint > np.minimum(xa, xb)) | (joint < 0))):
-        raise ValueError("joint counts must lie between max(0, X_a + X_b - m) and "
-                         "min(X_a, X_b) on every question both strategies sampled m times")
+    paired = _check_joint(joint, xa, xb, ma, mb)
     m = np.where(paired, ma, 2.0)
     one = np.where(paired, (joint - xa * xb / m) / (m - 1), 0.0)
     bound = np.sqrt(_bernoulli_mean(prior_a) * _bernoulli_mean(prior_b))
     return np.clip(one, -bound, bound) / m
+
+
+def _check_joint(joint, xa, xb, ma, mb) -> np.ndarray:
+    """(N,) bool: the questions both strategies sampled m > 1 times, whose paired counts
+    ``joint`` are then held to what samples can give: between max(0, X_a + X_b - m) and
+    min(X_a, X_b) (ValueError otherwise). Arguments (N,) float."""
+    paired = (ma == mb) & (ma > 1)
+    if np.any(paired & ((joint < xa + xb - ma) | (joint > np.minimum(xa, xb)) | (joint < 0))):
+        raise ValueError("joint counts must lie between max(0, X_a + X_b - m) and "
+                         "min(X_a, X_b) on every question both strategies sampled m times")
+    return paired
 
 
 def _bernoulli_mean(prior: SolvePrior) -> np.ndarray:
@@ -572,6 +580,11 @@ def gap_intervals(
         if joint.shape != (n_strategies, n_strategies, n):
             raise ValueError(f"joint_correct must have shape {(n_strategies, n_strategies, n)}, "
                              f"got {joint.shape}")
+        counts, samples = np.asarray(mit_c, float), np.asarray(mit_m, float)
+        for a in range(n_strategies):
+            for b in range(a + 1, n_strategies):
+                _check_joint(joint[a, b].astype(float), counts[a], counts[b], samples[a],
+                             samples[b])
     if draws_m is not None and draws_c is not None:
         signed["mean_draw"] = (draws_m - draws_c).mean(axis=1)
     gaps = GapIntervals(
@@ -581,8 +594,6 @@ def gap_intervals(
         clean_counts=(clean_c, clean_m), mitigated_counts=(mit_c, mit_m), bins=bins,
         joint_correct=joint,
     )
-    if joint is not None:
-        gaps.shared  # noqa: B018  (joint counts that no samples can give are refused here)
     return gaps
 
 
