@@ -123,6 +123,9 @@ def main() -> None:
     parser.add_argument("--models", type=Path, default=None,
                         help="a demo folder's models, copied into each study's folder so that "
                              "the fine-tunes are not measured")
+    parser.add_argument("--old-models", type=Path, default=None,
+                        help="the same models for --old's studies, their manifest in the form "
+                             "that tree reads (default: --models)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="fix the studies' batches in both trees (their samples then "
                              "compare draw for draw)")
@@ -149,8 +152,10 @@ def main() -> None:
                     out = kept / tree
                     if out.exists():
                         shutil.rmtree(out)
-                    if args.models is not None and argv[0] == "demo":
-                        shutil.copytree(args.models, out / "models",
+                    models = args.old_models if tree == "old" and args.old_models else \
+                        args.models
+                    if models is not None and argv[0] == "demo":
+                        shutil.copytree(models, out / "models",
                                         ignore=shutil.ignore_patterns(".work"))
                     code, wall, peak = measured(src, [*argv, "--out", str(out)], env)
                     figures[tree] = code, wall, peak
