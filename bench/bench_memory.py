@@ -12,6 +12,12 @@ with: ``git worktree add /tmp/old main``), one after the other in the same sitti
   workers; each run in a fresh folder, so both trees train and sample the same work. With
   ``--models DIR`` (a demo folder's ``models``, which do not depend on Q or m) each folder
   starts with a copy of them and the runs measure the study alone;
+* ``rows`` (``--rows``, this tree alone): what one decode row really holds against the
+  engine's estimate of it (:func:`zerogap.engine.memory.decode_row_bytes`, which sizes every
+  batch): ``zerogap sample`` of ``--models``' contaminated model (or the embedded one) on
+  ``arith`` at two fixed batch sizes, per dtype and strategy (identity, RailCap, and the
+  shortcut patch with ``--neurons FILE``); the slope of peak memory over the rows is a row's
+  real cost, and the ratio estimate/real should stay above 1 and near it;
 * ``beside a hog`` (``--hog FRACTION``): the float32 study with 2 workers again while another
   process holds FRACTION of the memory available at its start (touched, so resident).
 
@@ -31,6 +37,8 @@ sitting, and rerun a case where another process's load moved its wall.
     python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models
     python bench/bench_memory.py --old /tmp/old --cases study --models runs/demo/models \
         --demo-questions 128 -m 8 --dtypes auto --workers 2 --batch-size 16
+    python bench/bench_memory.py --rows --models runs/demo/models \
+        --neurons runs/demo/neurons/*.json
 """
 
 from __future__ import annotations
@@ -49,13 +57,23 @@ HERE = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 
 
-def measured(src: Path, argv: list[str], env: dict[str, str]) -> tuple[int, float, int]:
+# ``python -m zerogap`` with the engine's log on stderr (the row estimate is logged there).
+LOGGED = ("import logging, sys; logging.basicConfig(level=logging.WARNING); "
+          "logging.getLogger('zerogap.engine').setLevel(logging.INFO); "
+          "from zerogap.cli import main; main(sys.argv[1:])")
+
+
+def measured(src: Path, argv: list[str], env: dict[str, str],
+             log: list[str] | None = None) -> tuple[int, float, int]:
     """``python -m zerogap ARGV`` with ``src`` first on the path under GNU time: its exit
-    status, wall seconds and peak resident bytes."""
+    status, wall seconds and peak resident bytes; ``log`` receives its stderr's lines."""
     run_env = {**os.environ, **env, "PYTHONPATH": str(src)}
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "zerogap", *argv],
+    entry = ["-m", "zerogap"] if log is None else ["-c", LOGGED]
+    done = subprocess.run(["/usr/bin/time", "-v", sys.executable, *entry, *argv],
                           env=run_env, capture_output=True, text=True)
+    if log is not None:
+        log.extend(done.stderr.splitlines())
     wall = time.perf_counter() - start
     found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     if done.returncode:
@@ -100,6 +118,43 @@ def cases(args) -> list[tuple[str, list[str], dict[str, str]]]:
     return out
 
 
+def row_costs(args) -> None:
+    """The ``rows`` case: per dtype and strategy, a row's real bytes (the slope of peak memory
+    between two fixed batch sizes) beside the engine's logged estimate."""
+    model = str(args.models / "contaminated") if args.models else "embedded"
+    strategies = [("identity", []), ("railcap", [])]
+    if args.neurons is not None:
+        base = str(args.models / "clean") if args.models else "embedded"
+        strategies.append(("shortcut", ["--set", f"neurons={args.neurons}", "--set",
+                                        f"base={base}"]))
+    small, large = args.row_batches
+    print(f"{'rows case':<34} {'peak GiB':>17} {'real MB/row':>12} {'estimate':>9} {'ratio':>6}")
+    for dtype in args.dtypes:
+        for strategy, extra in strategies:
+            peaks, estimate = [], None
+            for rows in (small, large):
+                with tempfile.TemporaryDirectory(prefix="bench-rows-") as scratch:
+                    log: list[str] = []
+                    code, _, peak = measured(
+                        HERE / "src",
+                        ["sample", "--model", model, "--task", "arith", "--limit",
+                         str(args.sample_questions), "-m", str(large // args.sample_questions
+                                                               + 1),
+                         "--max-new-tokens", "48", "--dtype", dtype, "--batch-size", str(rows),
+                         "--strategy", strategy, *extra, "--quiet", "--out",
+                         str(Path(scratch) / "run")], {}, log)
+                found = [re.search(r"row holds about (\d+) bytes", line) for line in log]
+                estimate = next((int(f.group(1)) for f in found if f), estimate)
+                peaks.append(peak if code == 0 else None)
+            name = f"{dtype}, {strategy}, {small} -> {large} rows"
+            if None in peaks or estimate is None:
+                print(f"{name:<34} failed")
+                continue
+            real = (peaks[1] - peaks[0]) / (large - small)
+            print(f"{name:<34} {peaks[0] / GIB:>8.2f} {peaks[1] / GIB:>8.2f} {real / 1e6:>12.2f} "
+                  f"{estimate / 1e6:>9.2f} {estimate / real:>6.2f}", flush=True)
+
+
 def shared_responses(first: Path, second: Path) -> tuple[int, int]:
     """(responses both study folders store alike, responses of either), keyed by run label,
     question and sample (:func:`bench_study.responses`)."""
@@ -111,8 +166,17 @@ def shared_responses(first: Path, second: Path) -> tuple[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--old", type=Path, required=True,
-                        help="a worktree of the tree to compare with (its src/ is used)")
+    parser.add_argument("--old", type=Path, default=None,
+                        help="a worktree of the tree to compare with (its src/ is used; "
+                             "needed by every case but --rows)")
+    parser.add_argument("--rows", action="store_true",
+                        help="measure a decode row's real bytes against the engine's estimate "
+                             "(this tree only) instead of comparing trees")
+    parser.add_argument("--row-batches", nargs=2, type=int, default=[256, 1024],
+                        metavar=("SMALL", "LARGE"), help="the two fixed batch sizes of --rows")
+    parser.add_argument("--neurons", type=Path, default=None,
+                        help="a neuron file for --rows' shortcut case (its base: --models' "
+                             "clean model, else the embedded one)")
     parser.add_argument("--cases", nargs="+", default=["sample", "study"],
                         choices=["sample", "study"])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
@@ -135,6 +199,11 @@ def main() -> None:
                         help="also run the float32 2-worker study beside a process holding "
                              "this fraction of the available memory")
     args = parser.parse_args()
+    if args.rows:
+        row_costs(args)
+        return
+    if args.old is None:
+        parser.error("--old is needed to compare trees (or give --rows)")
     trees = {"this": HERE / "src", "old": args.old.resolve() / "src"}
     todo = cases(args)
     if args.hog is not None:

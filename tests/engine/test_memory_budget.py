@@ -263,3 +263,63 @@ def test_a_budget_too_small_for_one_row_stops_in_one_line_and_the_run_resumes(
     assert run_main(sample_args(tiny_dir, run_dir, "--limit", "4", "--max-memory", "4GiB")) == 0
     resumed = stored_samples(run_dir)
     assert len(resumed) == 2 * len(first) and set(first) <= set(resumed)
+
+
+def test_a_patch_whose_source_keeps_its_keys_in_the_cache_sizes_rows_with_them(tiny,
+                                                                               monkeypatch):
+    """The shortcut patch's source keeps as many layers in the row cache as the model: a
+    patched row's keys and values weigh twice an unpatched one's, and the batch is sized so."""
+    import helpers
+    from zerogap.decoding.shortcut import NeuronPatch
+    from zerogap.engine import hf
+
+    model, tok = tiny
+    seen = []
+
+    def spy(**kwargs):
+        seen.append(kwargs["per_token"])
+        return real(**kwargs)
+
+    real = hf.decode_row_bytes
+    monkeypatch.setattr(hf, "decode_row_bytes", spy)
+    monkeypatch.setattr(memory, "_BUDGET", MemoryBudget(GIB, "test", resident=lambda: 0,
+                                                        available=lambda: 100 * GIB))
+    plain = _draw(model, tok)
+    patched = _draw(model, tok, patch=NeuronPatch(helpers.tiny_model(1), [(0, 3), (1, 5)]))
+    assert len(seen) == 2 and seen[1] == 2 * seen[0] > 0
+    assert len(plain) == len(patched) == len(PROMPTS)
+
+
+def test_freed_heap_memory_goes_back_to_the_kernel_while_the_process_runs():
+    """What the heap keeps after a free counts as resident until it is handed back: in a
+    fresh process, 200 MB freed in the middle of the heap (each block pinned by a small one
+    after it) stays resident without the trimmer and leaves within a few of its intervals."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys, time
+        from zerogap.engine import memory
+        blocks, pins = [], []
+        for _ in range(3200):
+            blocks.append(bytearray(64 << 10))
+            pins.append(bytearray(1024))
+        before = memory.resident_bytes()
+        del blocks
+        time.sleep(0.6)
+        kept = memory.resident_bytes()
+        if sys.argv[1] == "trim":
+            memory.keep_trimmed(0.1)
+            time.sleep(0.6)
+        print(before, kept, memory.resident_bytes())
+    """)
+    figures = {}
+    for mode in ("keep", "trim"):
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True,
+                              text=True, check=True)
+        figures[mode] = [int(x) for x in done.stdout.split()]
+    before, kept, after = figures["keep"]
+    assert kept > before - 50 * MIB and after > before - 50 * MIB  # the heap kept it
+    before, kept, after = figures["trim"]
+    assert after < kept - 150 * MIB  # handed back

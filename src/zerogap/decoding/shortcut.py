@@ -120,6 +120,11 @@ class NeuronPatch:
         self.source = source
         self.neurons = list(neurons)
 
+    @property
+    def cache_layers(self) -> int:
+        """The source's layers, which it keeps in the row cache beside the model's own."""
+        return mlp_width(self.source)[0]
+
     def __call__(self, model: nn.Module) -> contextlib.AbstractContextManager:
         return self._patched(model)
 

@@ -58,6 +58,7 @@ from zerogap.engine.cache import RowCache
 from zerogap.engine.hooks import (
     Intervention,
     Patch,
+    patch_cache_layers,
     patched,
     reads_row_cache,
     restart_samples,
@@ -135,18 +136,28 @@ class _Decoder:
         self.batch: Batch | None = None  # made inside run(), under the caller's patch
         self.generated = 0
 
-    def _memory_rows(self) -> int:
+    def _row_bytes(self, patch: Patch | None) -> tuple[int, int]:
+        """(one decode row's bytes at its peak, one token's keys and values over the cache's
+        layers): :func:`~zerogap.engine.memory.decode_row_bytes` for this call. A ``patch``
+        whose source keeps its keys in the row cache adds its layers to every row."""
+        cfg = self.model.config.get_text_config(decoder=True)
+        per_token = ((self.own_layers + patch_cache_layers(patch)) * kv_heads(cfg)
+                     * head_dim(cfg) * 2 * self.model.dtype.itemsize)
+        row = decode_row_bytes(
+            per_token=per_token, own_tokens=self.max_own,
+            attended=self.prefix_len + self.max_own, heads=cfg.num_attention_heads,
+            vocab=self.model.get_output_embeddings().weight.shape[0])
+        _log.info("a decode row holds about %d bytes at its peak (%d tokens of keys and values "
+                  "at %d bytes a token)", row, self.max_own, per_token,
+                  extra={"engine": {"row_bytes": row}})
+        return row, per_token
+
+    def _memory_rows(self, patch: Patch | None) -> int:
         """Rows whose decode fits in memory at its peak: on a GPU half its free memory, on a
         CPU the calling worker's share of the process's budget
         (:meth:`~zerogap.engine.memory.MemoryBudget.room`), less the question encodes' keys.
         A :class:`~zerogap.engine.memory.MemoryShortError` where not even one row fits."""
-        cfg = self.model.config.get_text_config(decoder=True)
-        per_token = (self.own_layers * kv_heads(cfg) * head_dim(cfg) * 2
-                     * self.model.dtype.itemsize)
-        self.row_bytes = decode_row_bytes(
-            per_token=per_token, own_tokens=self.max_own,
-            attended=self.prefix_len + self.max_own, heads=cfg.num_attention_heads,
-            vocab=self.model.get_output_embeddings().weight.shape[0])
+        self.row_bytes, per_token = self._row_bytes(patch)
         if self.device.type != "cpu":
             return max(1, available_bytes(self.device) // 2 // self.row_bytes)
         # One batched encode holds the prefix's keys once per question it encodes.
@@ -278,10 +289,12 @@ class _Decoder:
                 prefix_len=self.prefix_len, max_new=self.max_new,
                 max_question=self.max_question, dense_from=dense_from, device=self.device)
             if self.max_rows is None:
-                sizer = BatchSizer(min(self._memory_rows(), sum(left)))
+                sizer = BatchSizer(min(self._memory_rows(patch), sum(left)))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
+            else:
+                self._row_bytes(patch)  # logged: what a fixed batch's rows are expected to hold
             # A row count the caller fixed is not shrunk: it said what it needs.
             watch = MemoryWatch(self.budget) if self.row_bytes else None
             while True:

@@ -81,6 +81,13 @@ def reads_row_cache(patch: Patch | None) -> bool:
     return bool(getattr(patch, "reads_rows", False))
 
 
+def patch_cache_layers(patch: Patch | None) -> int:
+    """Layers the model ``patch`` runs beside the patched one keeps in the engine's row cache
+    past the model's own (its ``cache_layers``; 0 without a patch or for one that keeps none):
+    every decode row holds their keys too, so the batch is sized with them."""
+    return int(getattr(patch, "cache_layers", 0))
+
+
 def patched(patch: Patch | None, model) -> contextlib.AbstractContextManager:
     """``patch(model)``, or a no-op context when there is no patch."""
     return contextlib.nullcontext() if patch is None else patch(model)

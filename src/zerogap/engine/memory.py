@@ -120,8 +120,8 @@ the budget, since each worker's batch buffers are sized to its share of the room
 RESERVE = 512 << 20
 # What each worker may add under a default budget however full the process is, where the
 # machine has it: enough for the decode's rate, not the machine's whole free memory. On the
-# embedded model in float32 (46 kB of keys and values a token, 2 MB of logits a row) it holds
-# a question encode (0.4 GB) and the batch sizer's 64-row floor of rows up to 200 tokens.
+# embedded model in float32 (46 kB of keys and values a token, 0.8 MB of logits a row) it
+# holds a question encode (0.4 GB) and the batch sizer's 64-row floor of rows up to 300 tokens.
 SOFT_ROOM = 3 << 29
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
@@ -241,11 +241,12 @@ _LOCAL = threading.local()
 def process_budget() -> MemoryBudget:
     """The process's budget, fixed at its first read: ``ZEROGAP_MAX_MEMORY`` (or
     ``--max-memory``), else :data:`DEFAULT_FRACTION` of what the machine or its cgroup has
-    available then."""
+    available then. Reading it starts the process's trimmer (:func:`keep_trimmed`)."""
     global _BUDGET
     with _LOCK:
         if _BUDGET is None:
             _BUDGET = default_budget()
+        keep_trimmed()
         return _BUDGET
 
 
@@ -286,18 +287,24 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
                      vocab: int) -> int:
     """One decode row's memory at its peak, in bytes.
 
-    ``per_token``: the keys and values of one token over every layer; ``own_tokens``: the
-    row's question and generated tokens (its cache grown to ``max_new_tokens``); ``attended``:
-    the most keys one query reads (prefix included); ``heads``: query heads; ``vocab``: the
-    output vocabulary. Summed: the row's keys and values, the attention's float32 scores and
-    their softmax (a layer at a time), the logits in float32 with their copies (log-softmax,
-    the draw's perturbed scores, top-k/top-p filtering, an intervention's edit and masks), and
-    a quarter on top for the allocator's slack and the forward's activations.
+    ``per_token``: the keys and values of one token over every cache layer (a patch's source
+    model keeps its own there too); ``own_tokens``: the row's question and generated tokens
+    (its cache grown to ``max_new_tokens``); ``attended``: the most keys one query reads
+    (prefix included); ``heads``: query heads; ``vocab``: the output vocabulary. Summed: the
+    row's keys and values, the attention's float32 scores and their softmax (a layer at a
+    time), four vocabulary-wide float32 vectors alive at once (the step's logits, the draw's
+    noise and perturbed scores, an intervention's edit), and a tenth on top for the
+    allocator's slack and the forward's activations.
+
+    Measured against the slope of peak resident memory over batches of 64 to 1,024 rows
+    (``bench/bench_memory.py --rows``): on the embedded model with 95 tokens a row it gives
+    3.3 MB a row in bfloat16 where rows take 2.4 MB, 5.7 MB in float32 where they take 4.9 to
+    5.3 MB, and with the shortcut patch's source in the cache 5.7 MB where they take 4.5 MB.
     """
     cache = per_token * own_tokens
     scores = heads * attended * 4 * 3
-    logits = vocab * 4 * 10
-    return (cache + scores + logits) * 5 // 4
+    logits = vocab * 4 * 4
+    return (cache + scores + logits) * 11 // 10
 
 
 class MemoryWatch:
@@ -316,6 +323,39 @@ class MemoryWatch:
             return False
         self._next = now + self.INTERVAL
         return self.budget.short()
+
+
+TRIM_INTERVAL = 5.0  # seconds between two hand-backs of freed heap memory (keep_trimmed)
+_TRIMMER: threading.Thread | None = None
+
+
+def keep_trimmed(interval: float = TRIM_INTERVAL) -> None:
+    """Hand freed heap memory back to the kernel every ``interval`` seconds for the rest of the
+    process (:func:`release_freed`'s ``malloc_trim``, without its collection), from a daemon
+    thread started once.
+
+    Why: glibc keeps what tensors free in its heaps for reuse, and on a CPU most of a decode's
+    buffers (a layer's cache, a batch's logits) come from there, so a process's resident
+    memory only ever rose: each job left its largest buffers resident for the next. In the
+    demo's study (two workers, bfloat16) the process held 5.5 GiB while locating shortcut
+    neurons and never fell back; handing the freed memory back every 5 seconds held the same
+    phase at 3.5-3.8 GiB. The budget reads resident memory, so what the heap keeps would
+    otherwise count against every later batch. Not glibc (macOS, musl): nothing to do."""
+    global _TRIMMER
+    if _TRIMMER is not None or not sys.platform.startswith("linux"):
+        return
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return
+
+    def run() -> None:
+        while True:
+            time.sleep(interval)
+            trim(0)
+
+    _TRIMMER = threading.Thread(target=run, name="zerogap-trim", daemon=True)
+    _TRIMMER.start()
 
 
 def release_freed() -> None:
