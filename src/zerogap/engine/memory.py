@@ -296,10 +296,11 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
     noise and perturbed scores, an intervention's edit), and a tenth on top for the
     allocator's slack and the forward's activations.
 
-    Measured against the slope of peak resident memory over batches of 64 to 1,024 rows
-    (``bench/bench_memory.py --rows``): on the embedded model with 95 tokens a row it gives
-    3.3 MB a row in bfloat16 where rows take 2.4 MB, 5.7 MB in float32 where they take 4.9 to
-    5.3 MB, and with the shortcut patch's source in the cache 5.7 MB where they take 4.5 MB.
+    Set against what rows really hold, the slope of peak resident memory between fixed batch
+    sizes (as ``bench/bench_memory.py --rows`` measures it): on the demo's contaminated model,
+    95 tokens a row, it gives 3.3 MB a row in bfloat16 where rows take 2.4 MB (256 to 1,024
+    rows), 5.7 MB in float32 where they take 4.9 to 5.4 MB (64 to 1,024), and 5.7 MB with the
+    shortcut patch's source in the cache where bfloat16 rows take 4.5 MB.
     """
     cache = per_token * own_tokens
     scores = heads * attended * 4 * 3
