@@ -135,7 +135,7 @@ def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(") ", 1)[1].startswith("Z")  # dead, not yet reaped
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped before or while we read
         return True
 
 
@@ -147,7 +147,10 @@ def _kill_a_worker_mid_job(out: Path, running: threading.Thread) -> tuple[Path, 
         for run_dir, pid in _writers(out).items() if (out / "runs").is_dir() else ():
             if pid == os.getpid() or _gone(pid) or not 0 < helpers.count_stored(run_dir) < ROWS:
                 continue
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended on its own since we looked
+                continue
             while not _gone(pid):
                 time.sleep(0.01)
             held = _sampled(run_dir)
