@@ -21,7 +21,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 TORCH_INDEX ?=
 TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 
-.PHONY: demo test lint bench
+.PHONY: demo reproduce test lint bench
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -63,6 +63,16 @@ DEMO_ARGS ?=
 
 demo: $(STAMP)
 	$(VENV)/bin/zerogap demo $(DEMO_ARGS)
+
+# The paper's experiment in miniature (docs/reproduction.md): `zerogap reproduce` builds the
+# reproduce preset's models from the embedded model on `multistep` (M_cl to its plateau, M_co on
+# general data with a quarter leaked items, the paper's learning rate) and runs every strategy,
+# the ablation and the findings on the questions its design search left fresh. Hours on a
+# 2-core CPU; rerunning resumes. REPRODUCE_ARGS="--device cuda" on a GPU.
+REPRODUCE_ARGS ?=
+
+reproduce: $(STAMP)
+	$(VENV)/bin/zerogap reproduce $(REPRODUCE_ARGS)
 
 # The suite, then the vLLM backend's tests in their own environment (they skip in the first).
 # The first runs one pytest-xdist worker per core, each test file whole on one worker (its

@@ -104,11 +104,23 @@ def test_demo_refuses_zero_questions_and_samples_instead_of_using_the_defaults(
     import zerogap.study.demo
 
     # Guard only: on the old code the demo went on to build its models (minutes); fail fast.
-    monkeypatch.setattr(zerogap.study.demo, "build_demo_models",
+    monkeypatch.setattr(zerogap.study.demo.Showcase, "build",
                         lambda *a, **k: pytest.fail("the demo started work on --questions 0"))
     out = tmp_path / "demo"
     refused(capsys, ["demo", "--out", out, "--questions", "0", "-m", "0"],
             "--questions must be at least 2, got 0")
+    assert not out.exists()
+
+
+def test_reproduce_refuses_more_questions_than_its_fresh_ones_before_building(
+        tmp_path, capsys, monkeypatch):
+    import zerogap.study.demo
+
+    monkeypatch.setattr(zerogap.study.demo.Showcase, "build",
+                        lambda *a, **k: pytest.fail("reproduce started work on --questions 66"))
+    out = tmp_path / "reproduce"
+    refused(capsys, ["reproduce", "--out", out, "--questions", "66"],
+            "--questions 66: zerogap reproduce's split holds at most 64 questions")
     assert not out.exists()
 
 

@@ -20,6 +20,7 @@ from zerogap.io.counts import read_counts
 from zerogap.models import load_tokenizer
 from zerogap.pipelines.contamination_config import preset
 from zerogap.store import RunStore
+from zerogap.tasks import get_task
 from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
 
@@ -56,8 +57,7 @@ def test_the_demos_split_calibrates_shortcut_neurons_past_the_evaluated_question
     past the evaluated ones on the leaked side, so they fall back to the evaluated questions."""
     from zerogap.pipelines.contamination import make_split
     from zerogap.study.calibration import split_questions
-    from zerogap.study.demo import DEMO_CALIBRATION_SIZE, DEMO_QUESTIONS, demo_max_questions
-    from zerogap.tasks import get_task
+    from zerogap.study.demo import DEMO, DEMO_CALIBRATION_SIZE, DEMO_QUESTIONS
 
     laptop = preset("laptop")
     ids = [q.id for q in get_task(laptop.task, **laptop.task_options).questions(laptop.split)]
@@ -74,8 +74,39 @@ def test_the_demos_split_calibrates_shortcut_neurons_past_the_evaluated_question
     assert len(demo.calibration) == DEMO_CALIBRATION_SIZE
     assert set(demo.located) == set(demo.calibration) & set(split["leaked"])
     assert len(demo.located) == DEMO_CALIBRATION_SIZE // 2
-    widest = chosen(demo_max_questions())
+    widest = chosen(DEMO.max_questions())
     assert not widest.disjoint and set(widest.calibration) <= {*widest.leaked, *widest.unleaked}
+
+
+def test_the_reproduction_evaluates_the_questions_past_the_design_search_and_calibrates_on_it(
+        tmp_path):
+    """``zerogap reproduce``: its preset's own split (the multistep task's ids, 64 leaked), the
+    study on the 32 leaked and 32 unleaked questions the design search did not see, every
+    strategy with the ablation grid, its baselines and neurons calibrated on searched ones."""
+    from zerogap.pipelines.contamination import make_split
+    from zerogap.study.calibration import split_questions
+    from zerogap.study.demo import REPRODUCE
+
+    config = preset(REPRODUCE.preset)
+    ids = [q.id for q in get_task(config.task, **config.task_options).questions(config.split)]
+    split = make_split(ids, config.leaked, config.split_seed)
+    (tmp_path / "split.json").write_text(json.dumps(split))
+    REPRODUCE.write_split(tmp_path)
+    study = REPRODUCE.study(tmp_path)
+    (setting,) = study.settings
+    assert setting.task == "multistep" and setting.limit == REPRODUCE.questions == 64
+    assert set(ABLATION) <= set(study.labels()) and study.max_new_tokens == 144
+    rotated = json.loads(open(setting.split_file).read())
+    for side in ("leaked", "unleaked"):  # the same questions, reordered
+        assert sorted(rotated[side]) == sorted(split[side])
+    chosen = split_questions(rotated["leaked"], rotated["unleaked"], limit=setting.limit,
+                             calibration_size=study.calibration_size)
+    searched = {*split["leaked"][:32], *split["unleaked"][:32]}
+    assert set(chosen.leaked) == set(split["leaked"][32:64])
+    assert set(chosen.unleaked) == set(split["unleaked"][32:64])
+    assert chosen.disjoint and set(chosen.calibration) <= searched
+    assert len(chosen.calibration) == 32 and len(chosen.located) == 16
+    assert REPRODUCE.max_questions() == 64
 
 
 def test_the_study_checks_the_design_before_any_strategy_samples(study_dir, reduced_study):

@@ -1,8 +1,10 @@
-"""``zerogap evaluate``, ``zerogap report`` and ``zerogap demo``: the restoration study.
+"""``zerogap evaluate``, ``zerogap report``, ``zerogap demo`` and ``zerogap reproduce``: the
+restoration study.
 
 ``evaluate`` runs a study (flags or a TOML study file) into a folder and writes its report;
-``report`` rewrites the report of such a folder (no sampling, no torch); ``demo`` builds a
-clean and a contaminated model from the embedded model and evaluates every strategy on them.
+``report`` rewrites the report of such a folder (no sampling, no torch); ``demo`` and
+``reproduce`` build a clean and a contaminated model from the embedded model (a preset's
+recipe: :mod:`zerogap.study.demo`) and evaluate every strategy on them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from zerogap.cli.flags import (
     add_running_arguments,
     add_scoring_options,
     add_sweep,
+    described_argument,
     engine_options,
     given,
     scoring_changes,
@@ -68,6 +71,25 @@ one the flags give. Samples nothing and loads no model."""
 DEMO_DESCRIPTION = """Build a clean and a contaminated model from the embedded model (LoRA
 fine-tunes on the arith task, minutes on a CPU) and run the restoration study on them: every
 strategy, with RailCap's control on the clean model. The first look at what zerogap measures."""
+REPRODUCE_EXAMPLES = """examples:
+  zerogap reproduce                            # into runs/reproduce (hours on a 2-core CPU)
+  zerogap reproduce --device cuda              # on a GPU
+  zerogap reproduce --questions 12 -m 4 --out runs/reproduce-look  # plumbing only, no findings
+"""
+REPRODUCE_DESCRIPTION = """Build the paper's contamination in miniature from the embedded model
+and run the whole study on it. M_cl is trained on the multistep task until its loss stops
+falling; M_co is trained further from it on general data with the leaked test items mixed in
+(about a quarter), at the paper's learning rate, and the checkpoint the design search chose is
+evaluated on fresh questions: every strategy, RailCap on the clean model, the answer-slot row
+and RailCap's n ablation. Hours on a 2-core CPU; a rerun resumes."""
+# Each built-in study's one-line help, description and examples.
+SHOWCASE_TEXT = {
+    "demo": ("build a clean and a contaminated model from the embedded model and evaluate every "
+             "strategy on them (RailCap's control on the clean model always runs)",
+             DEMO_DESCRIPTION, DEMO_EXAMPLES),
+    "reproduce": ("the paper's experiment in miniature: its contamination recipe on the "
+                  "multistep task, every strategy, the ablation and the findings (hours)",
+                  REPRODUCE_DESCRIPTION, REPRODUCE_EXAMPLES)}
 
 # The study's fields the flags override (a study file's values otherwise).
 STUDY_FLAGS = ("strategies", "ablation", "all_controls", "m", "temperature", "max_new_tokens",
@@ -82,7 +104,7 @@ REPORT_SCORING = tuple(name for name in SCORING if name != "paired_null")
 
 
 def register(subparsers) -> None:
-    from zerogap.study.demo import DEMO_M, DEMO_QUESTIONS, demo_max_questions
+    from zerogap.study.demo import SHOWCASES
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser("evaluate", help="run a restoration study (sample, score, report)",
@@ -111,22 +133,32 @@ def register(subparsers) -> None:
     add_scoring_options(p, REPORT_SCORING, note=", or the study's")
     p.set_defaults(func=_report)
 
-    p = subparsers.add_parser("demo", help="build a clean and a contaminated model from the "
-                              "embedded model and evaluate every strategy on them (RailCap's "
-                              "control on the clean model always runs)",
-                              description=DEMO_DESCRIPTION, epilog=DEMO_EXAMPLES,
-                              formatter_class=fmt)
-    add_out(p, "a folder: the models and the study; a rerun resumes it", required=False,
-            default=Path("runs/demo"))
-    p.add_argument("--questions", type=int, default=DEMO_QUESTIONS, metavar="N",
-                   help=f"questions, half leaked (>= 2 and <= {demo_max_questions()}) (default "
-                        f"{DEMO_QUESTIONS}, sized for power)")
-    add_config_arguments(p, StudySpec, ("m",), defaults={"m": DEMO_M})
-    add_config_arguments(p, StudySpec, ("all_controls", "ablation"), unset=True)
+    for showcase in SHOWCASES.values():
+        _register_showcase(subparsers, showcase)
+
+
+def _register_showcase(subparsers, showcase) -> None:
+    """``zerogap demo`` or ``zerogap reproduce``: build a preset's models, run its study."""
+    from zerogap.study.demo import DEMO
+
+    summary, description, epilog = SHOWCASE_TEXT[showcase.command]
+    p = subparsers.add_parser(showcase.command, help=summary, description=description,
+                              epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_out(p, "a folder holding the study and, in models/, what it trains; a rerun resumes it",
+            required=False, default=Path(f"runs/{showcase.command}"))
+    sizing = ("sized for power" if showcase is DEMO
+              else "the fresh questions past the design search's")
+    described_argument(p, "--questions", type=int, default=showcase.questions, metavar="N",
+                       meaning="questions, half leaked",
+                       values=f">= 2 and <= {showcase.max_questions()}",
+                       shown=f"{showcase.questions}, {sizing}")
+    add_config_arguments(p, StudySpec, ("m",), defaults={"m": showcase.m})
+    flags = ("all_controls",) if showcase.ablation else ("all_controls", "ablation")
+    add_config_arguments(p, StudySpec, flags, unset=True)
     add_dtype_argument(p)
     add_running_arguments(p)
     _add_workers_argument(p)
-    p.set_defaults(func=_demo)
+    p.set_defaults(func=_showcase, showcase=showcase)
 
 
 def _add_workers_argument(p: argparse.ArgumentParser) -> None:
@@ -351,35 +383,37 @@ def _report(args) -> int:
     return 0
 
 
-def _demo(args) -> int:
+def _showcase(args) -> int:
     from zerogap.cli.flags import check_given
     from zerogap.runs import study_dtype
-    from zerogap.study.demo import build_demo_models, demo_max_questions, demo_study
     from zerogap.study.workers import LocalThreads, study_workers
 
-    questions, m = args.questions, args.m
+    showcase, questions, m = args.showcase, args.questions, args.m
     if questions < 2:
         raise UserError(f"--questions must be at least 2, got {questions}")
     check_given(args, StudySpec, ("m",))
-    if questions > demo_max_questions():
-        raise UserError(f"--questions {questions}: the demo's split holds at most "
-                        f"{demo_max_questions()} questions half leaked and half not")
+    if questions > showcase.max_questions():
+        raise UserError(f"--questions {questions}: zerogap {showcase.command}'s split holds at most "
+                        f"{showcase.max_questions()} questions half leaked and half not")
     _check_out(args.out)
     workers = study_workers(args.workers, DEFAULT_BACKEND, args.device)
     dtype = study_dtype(args.dtype, args.out, DEFAULT_BACKEND, args.device)
     models = args.out / "models"
+    ablation = bool(getattr(args, "ablation", False))
     with _study_lock(args.out):
-        print(f"zerogap demo: building the clean and contaminated models in {models}; the "
-              f"study samples in {dtype}", file=sys.stderr)
+        print(f"zerogap {showcase.command}: building the clean and contaminated models in "
+              f"{models} ({showcase.preset} preset); the study samples in {dtype}",
+              file=sys.stderr)
         with progress_bars(args.quiet) as progress:
-            build_demo_models(models, progress=progress)
-        study = demo_study(models, questions=questions, m=m, controls=bool(args.controls),
-                           ablation=bool(args.ablation))
+            showcase.build(models, progress=progress)
+        study = showcase.study(models, questions=questions, m=m, controls=bool(args.controls),
+                               ablation=ablation)
         prepared = _check_study(study, args.out)
-        extra = "".join(f" --{flag}" for flag in ("controls", "ablation") if getattr(args, flag))
+        extra = "".join(f" --{flag}" for flag, on in (("controls", args.controls),
+                                                      ("ablation", ablation)) if on)
         return _run_study(study, prepared, args.out, args,
                           EngineOptions(device=args.device, dtype=dtype,
                                         max_batch=args.batch_size),
                           LocalThreads(workers),
-                          commands=[f"zerogap demo --out {args.out} --questions {questions} "
-                                    f"-m {m} --dtype {dtype}" + extra])
+                          commands=[f"zerogap {showcase.command} --out {args.out} "
+                                    f"--questions {questions} -m {m} --dtype {dtype}" + extra])
