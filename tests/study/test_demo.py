@@ -96,6 +96,7 @@ def test_the_reproduction_evaluates_the_questions_past_the_design_search_and_cal
     (setting,) = study.settings
     assert setting.task == "multistep" and setting.limit == REPRODUCE.questions == 64
     assert set(ABLATION) <= set(study.labels()) and study.max_new_tokens == 144
+    assert study.seed == 1 != demo_study(tmp_path).seed  # the confirmation's seed
     rotated = json.loads(open(setting.split_file).read())
     for side in ("leaked", "unleaked"):  # the same questions, reordered
         assert sorted(rotated[side]) == sorted(split[side])
