@@ -10,6 +10,7 @@ tests/pipelines/test_contamination_slow.py, the study by tests/study/test_evalua
 import json
 import operator
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +21,9 @@ from zerogap.io.counts import read_counts
 from zerogap.models import load_tokenizer
 from zerogap.pipelines.contamination_config import preset
 from zerogap.store import RunStore
-from zerogap.tasks import get_task
 from zerogap.study.demo import demo_study
 from zerogap.study.spec import ABLATION, DEFAULT_STRATEGIES
+from zerogap.tasks import get_task
 
 
 def test_demo_study_evaluates_every_strategy_on_the_built_models(tmp_path):
@@ -97,7 +98,7 @@ def test_the_reproduction_evaluates_the_questions_past_the_design_search_and_cal
     assert setting.task == "multistep" and setting.limit == REPRODUCE.questions == 64
     assert set(ABLATION) <= set(study.labels()) and study.max_new_tokens == 144
     assert study.seed == 1 != demo_study(tmp_path).seed  # the confirmation's seed
-    rotated = json.loads(open(setting.split_file).read())
+    rotated = json.loads(Path(setting.split_file).read_text())
     for side in ("leaked", "unleaked"):  # the same questions, reordered
         assert sorted(rotated[side]) == sorted(split[side])
     chosen = split_questions(rotated["leaked"], rotated["unleaked"], limit=setting.limit,

@@ -393,8 +393,8 @@ def _showcase(args) -> int:
         raise UserError(f"--questions must be at least 2, got {questions}")
     check_given(args, StudySpec, ("m",))
     if questions > showcase.max_questions():
-        raise UserError(f"--questions {questions}: zerogap {showcase.command}'s split holds at most "
-                        f"{showcase.max_questions()} questions half leaked and half not")
+        raise UserError(f"--questions {questions}: zerogap {showcase.command}'s split holds at "
+                        f"most {showcase.max_questions()} questions half leaked and half not")
     _check_out(args.out)
     workers = study_workers(args.workers, DEFAULT_BACKEND, args.device)
     dtype = study_dtype(args.dtype, args.out, DEFAULT_BACKEND, args.device)

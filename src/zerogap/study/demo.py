@@ -101,7 +101,8 @@ class Showcase:
         ablation = ablation or self.ablation
         split = models / (EVALUATED_SPLIT if self.searched else "split.json")
         setting = SettingSpec(name=f"smollm2-{config.task}", clean=str(models / "clean"),
-                              contaminated=str(models / "contaminated"), task=config.task,
+                              contaminated=str(models / "contaminated"), base=config.model,
+                              task=config.task,
                               task_options=dict(config.task_options), split_file=str(split),
                               limit=questions)
         return StudySpec(settings=(setting,), m=self.m if m is None else m, seed=self.seed,
@@ -150,7 +151,8 @@ DEMO = Showcase(command="demo", preset="laptop", questions=DEMO_QUESTIONS, m=DEM
 # exposures, the last: docs/demo-regime.md), evaluated on the 32 leaked and 32 unleaked
 # questions past them, which the preset's 64 leaked items leave, at the search's m and answer
 # length (a multistep solution runs to about 100 tokens) and its confirmation's sampling seed
-# (the search sampled with seed 0). The searched questions are the calibration split. Every strategy runs, with RailCap's ablation grid and the answer-slot row.
+# (the search sampled with seed 0). The searched questions are the calibration split. Every
+# strategy runs, with RailCap's ablation grid and the answer-slot row.
 REPRODUCE = Showcase(command="reproduce", preset="reproduce", questions=64, m=8,
                      max_new_tokens=144, neuron_block=DEMO_NEURON_BLOCK,
                      neuron_candidates=DEMO_NEURON_CANDIDATES, calibration_size=32,
