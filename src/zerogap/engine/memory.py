@@ -24,7 +24,6 @@ versions are read: v2's ``memory.max`` / ``memory.current``, v1's ``memory.limit
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import os
@@ -343,11 +342,8 @@ def keep_trimmed(interval: float = TRIM_INTERVAL) -> None:
     phase at 3.5-3.8 GiB. The budget reads resident memory, so what the heap keeps would
     otherwise count against every later batch. Not glibc (macOS, musl): nothing to do."""
     global _TRIMMER
-    if _TRIMMER is not None or not sys.platform.startswith("linux"):
-        return
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
+    trim = _malloc_trim()
+    if _TRIMMER is not None or trim is None:
         return
 
     def run() -> None:
@@ -363,5 +359,17 @@ def release_freed() -> None:
     """Hand memory that freed tensors left in the C heap back to the kernel (glibc's
     ``malloc_trim``), so that the resident figure the budget reads falls after a shrink."""
     gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to hand back
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``; None where the C library is another (macOS, musl): nothing to
+    hand back there."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
