@@ -171,6 +171,24 @@ def test_row_cache_grows_keeping_its_live_rows():
                                                           [9, 0, 0]]
 
 
+def test_row_cache_question_slots_follow_the_groups_not_the_rows():
+    """Question keys are held once a group: a cache for 8 rows keeps 2 question slots at
+    first and doubles them when a third group arrives, the first two groups' keys kept."""
+    prefix = [(torch.zeros(1, 1, 2, 1), torch.zeros(1, 1, 2, 1))]
+    cache = RowCache(prefix, 1, capacity=8, slots=3, question_slots=2, groups=2)
+    assert cache.layers[0].question_k.shape[0] == 2 and cache.layers[0].keys.shape[0] == 8
+    cache.add(_question(1.0, 1), 3)
+    cache.add(_question(2.0, 2), 3)
+    _step(cache, 6.0)
+    cache.add(_question(3.0, 2), 2)
+    assert cache.layers[0].question_k.shape[0] == 4 and len(cache.group_lengths) == 4
+    assert cache.layers[0].question_k[:3, 0, :, 0].tolist() == [[1, 0], [2, 2], [3, 3]]
+    assert cache.layers[0].question_v[:3, 0, :, 0].tolist() == [[-1, 0], [-2, -2], [-3, -3]]
+    assert cache.group_lengths.tolist()[:3] == [1, 2, 2] and cache.group_slots == 3
+    layout = cache.layout(torch.float32)
+    assert layout.group_mask.shape[0] == 3 and layout.members == 3
+
+
 def _plain_sample(model, tok, prompt, key_of, m, temperature, max_new, eos=VOCAB - 1):
     """The pre-cascade scheme, spelled out: m rows, each with its own copy of the whole prompt
     in a DynamicCache, the same hashed Gumbel noise; stops at EOS or the token limit."""

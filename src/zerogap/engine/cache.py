@@ -5,9 +5,10 @@ Layout per layer (a transformers ``Cache`` with its own layer class, so the mode
 unchanged):
 
 * ``prefix_k``, ``prefix_v``: ``(1, Hkv, P, D)``, the common few-shot prefix, stored once;
-* ``question_k``, ``question_v``: ``(capacity, Hkv, question_slots, D)``, one slot per group
+* ``question_k``, ``question_v``: ``(groups, Hkv, question_slots, D)``, one slot per group
   of rows that start from the same question tokens (a question's m samples, or those of them
-  admitted together), its tokens left-aligned;
+  admitted together), its tokens left-aligned; ``groups`` follows the groups live at once
+  (about the rows over m), not the rows, and grows when a new group finds no free slot;
 * ``keys``, ``values``: ``(capacity, Hkv, slots, D)``, row ``r``'s generated tokens
   left-aligned in slots ``0 .. length[r]-1``.
 
@@ -41,6 +42,17 @@ from zerogap.engine.attention import key_mask
 
 KV = tuple[torch.Tensor, torch.Tensor]
 
+# Question slots per row over the rows per group (a question's samples): the rows of a question
+# admitted in two parts (the batch filled up between them) make two groups, so a quarter more
+# slots than whole questions would need. Past them the question buffers grow (doubling).
+GROUP_SLACK = 1.25
+
+
+def question_share(rows_per_group: float) -> float:
+    """Question slots a row costs when ``rows_per_group`` rows (on average) share a question:
+    ``min(1, GROUP_SLACK / rows_per_group)`` (1 for greedy decodes, each row its own)."""
+    return min(1.0, GROUP_SLACK / max(1.0, rows_per_group))
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -65,7 +77,7 @@ class Layout:
 class _RowLayer(CacheLayerMixin):
     is_sliding = False
 
-    def __init__(self, owner: RowCache, prefix: KV, capacity: int, slots: int,
+    def __init__(self, owner: RowCache, prefix: KV, capacity: int, slots: int, groups: int,
                  question_slots: int, dense: bool):
         super().__init__()
         self.owner, self.dense = owner, dense
@@ -74,20 +86,25 @@ class _RowLayer(CacheLayerMixin):
         # Zeros, not empty: masked slots still enter the product with V, and 0 * NaN is NaN.
         self.keys = self.prefix_k.new_zeros(capacity, kv_heads, slots, dim)
         self.values = self.prefix_v.new_zeros(capacity, kv_heads, slots, dim)
-        self.question_k = self.prefix_k.new_zeros(capacity, kv_heads, question_slots, dim)
-        self.question_v = self.prefix_v.new_zeros(capacity, kv_heads, question_slots, dim)
+        self.question_k = self.prefix_k.new_zeros(groups, kv_heads, question_slots, dim)
+        self.question_v = self.prefix_v.new_zeros(groups, kv_heads, question_slots, dim)
         self.device = self.keys.device
         self.is_initialized = True
 
     def grow(self, capacity: int) -> None:
-        """Reallocate the buffers for ``capacity`` rows and groups, keeping the live ones."""
+        """Reallocate the rows' buffers for ``capacity`` rows, keeping the live ones."""
+        self._grow(("keys", "values"), capacity, self.owner.rows, self.owner.width)
+
+    def grow_groups(self, groups: int) -> None:
+        """Reallocate the question buffers for ``groups`` groups, keeping the live ones."""
         owner = self.owner
-        kept = {"keys": (owner.rows, owner.width), "values": (owner.rows, owner.width),
-                "question_k": (owner.group_slots, owner.question_width),
-                "question_v": (owner.group_slots, owner.question_width)}
-        for name, (first, width) in kept.items():
+        self._grow(("question_k", "question_v"), groups, len(owner.group_live),
+                   owner.question_width)
+
+    def _grow(self, names: tuple[str, str], size: int, first: int, width: int) -> None:
+        for name in names:
             old = getattr(self, name)
-            new = old.new_zeros(capacity, *old.shape[1:])
+            new = old.new_zeros(size, *old.shape[1:])
             new[:first, :, :width] = old[:first, :, :width]  # the slots written so far
             setattr(self, name, new)
 
@@ -141,22 +158,26 @@ class RowCache(Cache):
     dense_from : int or None
         The first layer read densely (see module note); None: every layer reads the cascade.
     capacity : int
-        Most rows (and groups).
+        Most rows.
     slots : int
         Most generated tokens per row.
     question_slots : int
         Most question tokens (a prompt's tokens after the prefix) per group.
+    groups : int or None
+        Groups the question buffers hold at first (None: ``capacity``, one a row); they grow
+        when a group finds no free slot.
     """
 
     def __init__(self, prefix: Sequence[KV], dense_from: int | None, *, capacity: int,
-                 slots: int, question_slots: int):
+                 slots: int, question_slots: int, groups: int | None = None):
         self.prefix_len = prefix[0][0].shape[2]
         self.rows, self.width = 0, 0
         device = prefix[0][0].device
         self.lengths = torch.zeros(capacity, dtype=torch.long, device=device)
         self.group = torch.zeros(capacity, dtype=torch.long, device=device)
         self.member = torch.zeros(capacity, dtype=torch.long, device=device)
-        self.group_lengths = torch.zeros(capacity, dtype=torch.long, device=device)
+        groups = capacity if groups is None else max(1, groups)
+        self.group_lengths = torch.zeros(groups, dtype=torch.long, device=device)
         self.row_index = torch.arange(capacity, device=device)
         self.host_lengths: list[int] = []
         self.host_groups: list[int] = []  # group slot of each live row
@@ -166,7 +187,7 @@ class RowCache(Cache):
         self._index: tuple[int, torch.Tensor] | None = None
         self._layout: dict[torch.dtype, Layout] = {}
         self._groups: tuple | None = None  # the step-independent part of the layout
-        super().__init__(layers=[_RowLayer(self, kv, capacity, slots, question_slots,
+        super().__init__(layers=[_RowLayer(self, kv, capacity, slots, groups, question_slots,
                                            dense_from is not None and i >= dense_from)
                                  for i, kv in enumerate(prefix)])
 
@@ -189,15 +210,18 @@ class RowCache(Cache):
         """Make room for ``capacity`` rows (live rows keep their slots); never shrinks."""
         if capacity <= self.capacity:
             return
-        for name in ("lengths", "group", "member", "group_lengths"):
-            old = getattr(self, name)
-            new = old.new_zeros(capacity)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        for name in ("lengths", "group", "member"):
+            setattr(self, name, _grown(getattr(self, name), capacity))
         self.row_index = torch.arange(capacity, device=self.lengths.device)
         for layer in self.layers:
             layer.grow(capacity)
         self._changed(groups=True)
+
+    def _grow_groups(self, groups: int) -> None:
+        """Make room for ``groups`` question slots (live groups keep theirs)."""
+        self.group_lengths = _grown(self.group_lengths, groups)
+        for layer in self.layers:
+            layer.grow_groups(groups)
 
     def _changed(self, groups: bool) -> None:
         self._index, self._layout = None, {}
@@ -260,6 +284,8 @@ class RowCache(Cache):
                              f"{self.capacity} x {self.layers[0].question_k.shape[2]}")
         g = next((g for g, live in enumerate(self.group_live) if not live), len(self.group_live))
         if g == len(self.group_live):
+            if g == len(self.group_lengths):  # every question slot is taken: double them
+                self._grow_groups(2 * g)
             self.group_size.append(0)
             self.group_live.append(0)
             self.group_len.append(0)
@@ -311,3 +337,10 @@ class RowCache(Cache):
         self.width = max(self.host_lengths, default=0)
         self._changed(groups=True)
         return order
+
+
+def _grown(old: torch.Tensor, size: int) -> torch.Tensor:
+    """``old`` (1-D) zero-extended to ``size``."""
+    new = old.new_zeros(size)
+    new[: len(old)] = old
+    return new

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -54,7 +55,7 @@ from zerogap.engine.base import (
     register_backend,
 )
 from zerogap.engine.batching import BatchSizer
-from zerogap.engine.cache import RowCache
+from zerogap.engine.cache import RowCache, question_share
 from zerogap.engine.hooks import (
     Intervention,
     Patch,
@@ -136,28 +137,31 @@ class _Decoder:
         self.batch: Batch | None = None  # made inside run(), under the caller's patch
         self.generated = 0
 
-    def _row_bytes(self, patch: Patch | None) -> tuple[int, int]:
+    def _row_bytes(self, patch: Patch | None, rows_per_group: float) -> tuple[int, int]:
         """(one decode row's bytes at its peak, one token's keys and values over the cache's
-        layers): :func:`~zerogap.engine.memory.decode_row_bytes` for this call. A ``patch``
-        whose source keeps its keys in the row cache adds its layers to every row."""
+        layers): :func:`~zerogap.engine.memory.decode_row_bytes` for this call, whose
+        ``rows_per_group`` rows on average share a question's keys
+        (:func:`~zerogap.engine.cache.question_share`). A ``patch`` whose source keeps its
+        keys in the row cache adds its layers to every row."""
         cfg = self.model.config.get_text_config(decoder=True)
         per_token = ((self.own_layers + patch_cache_layers(patch)) * kv_heads(cfg)
                      * head_dim(cfg) * 2 * self.model.dtype.itemsize)
+        own = self.max_new + math.ceil(self.max_question * question_share(rows_per_group))
         row = decode_row_bytes(
-            per_token=per_token, own_tokens=self.max_own,
+            per_token=per_token, own_tokens=own,
             attended=self.prefix_len + self.max_own, heads=cfg.num_attention_heads,
             vocab=self.model.get_output_embeddings().weight.shape[0])
         _log.info("a decode row holds about %d bytes at its peak (%d tokens of keys and values "
-                  "at %d bytes a token)", row, self.max_own, per_token,
+                  "at %d bytes a token)", row, own, per_token,
                   extra={"engine": {"row_bytes": row}})
         return row, per_token
 
-    def _memory_rows(self, patch: Patch | None) -> int:
+    def _memory_rows(self, patch: Patch | None, rows_per_group: float) -> int:
         """Rows whose decode fits in memory at its peak: on a GPU half its free memory, on a
         CPU the calling worker's share of the process's budget
         (:meth:`~zerogap.engine.memory.MemoryBudget.room`), less the question encodes' keys.
         A :class:`~zerogap.engine.memory.MemoryShortError` where not even one row fits."""
-        self.row_bytes, per_token = self._row_bytes(patch)
+        self.row_bytes, per_token = self._row_bytes(patch, rows_per_group)
         if self.device.type != "cpu":
             return max(1, available_bytes(self.device) // 2 // self.row_bytes)
         # One batched encode holds the prefix's keys once per question it encodes.
@@ -193,6 +197,7 @@ class _Decoder:
         dense_from = None if reads_row_cache(patch) else self.own_layers
         results: list[list[Generation | None]] = [[None] * len(r) for r in indices]
         left = [len(r) for r in indices]
+        rows_per_group = sum(left) / n_q  # a question's samples share its keys
         queue = deque((q, s) for q in range(n_q) for s in indices[q])
         prefilled: dict[int, tuple] = {}
         sizer: BatchSizer | None = None  # while the batch size is being chosen
@@ -287,14 +292,16 @@ class _Decoder:
             batch = self.batch = Batch(
                 self.prefill.prefix(self.ids[0][: self.prefix_len], patch),
                 prefix_len=self.prefix_len, max_new=self.max_new,
-                max_question=self.max_question, dense_from=dense_from, device=self.device)
+                max_question=self.max_question, dense_from=dense_from, device=self.device,
+                rows_per_group=rows_per_group)
             if self.max_rows is None:
-                sizer = BatchSizer(min(self._memory_rows(patch), sum(left)))
+                sizer = BatchSizer(min(self._memory_rows(patch, rows_per_group), sum(left)))
                 self.max_rows = sizer.size
                 if sizer.done:
                     sizer = None
             else:
-                self._row_bytes(patch)  # logged: what a fixed batch's rows are expected to hold
+                # logged: what a fixed batch's rows are expected to hold
+                self._row_bytes(patch, rows_per_group)
             # A row count the caller fixed is not shrunk: it said what it needs.
             watch = MemoryWatch(self.budget) if self.row_bytes else None
             while True:

@@ -287,8 +287,9 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
     """One decode row's memory at its peak, in bytes.
 
     ``per_token``: the keys and values of one token over every cache layer (a patch's source
-    model keeps its own there too); ``own_tokens``: the row's question and generated tokens
-    (its cache grown to ``max_new_tokens``); ``attended``: the most keys one query reads
+    model keeps its own there too); ``own_tokens``: the row's generated tokens (its
+    cache grown to ``max_new_tokens``) and its share of its question's (a question's keys are
+    held once for the rows that sample it); ``attended``: the most keys one query reads
     (prefix included); ``heads``: query heads; ``vocab``: the output vocabulary. Summed: the
     row's keys and values, the attention's float32 scores and their softmax (a layer at a
     time), four vocabulary-wide float32 vectors alive at once (the step's logits, the draw's

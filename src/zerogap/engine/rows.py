@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from zerogap.engine.cache import RowCache
+from zerogap.engine.cache import RowCache, question_share
 
 
 @dataclass
@@ -39,12 +40,15 @@ class Batch:
     float32) and their :attr:`cache`, for one call whose shared prefix is ``prefix_kv``
     (``prefix_len`` tokens); each row holds ``max_new`` generated and its question's
     ``max_question`` tokens at most. The cache's layers from ``dense_from`` on read densely
-    (:class:`~zerogap.engine.cache.RowCache`)."""
+    (:class:`~zerogap.engine.cache.RowCache`); ``rows_per_group``: the call's rows per question
+    on average, which sizes the cache's question slots
+    (:func:`~zerogap.engine.cache.question_share`)."""
 
     def __init__(self, prefix_kv: list, *, prefix_len: int, max_new: int, max_question: int,
-                 dense_from: int | None, device: torch.device):
+                 dense_from: int | None, device: torch.device, rows_per_group: float = 1.0):
         self.prefix_kv, self.prefix_len = prefix_kv, prefix_len
         self.max_new, self.max_question = max_new, max_question
+        self.rows_per_group = rows_per_group
         self.dense_from, self.device = dense_from, device
         self.rows: Rows | None = None
         self.logits: torch.Tensor | None = None
@@ -66,9 +70,11 @@ class Batch:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv);
         the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
         if self.cache is None:
+            slots = math.ceil(capacity * question_share(self.rows_per_group))
             self.cache = RowCache(self._layer_prefix(groups[0][3]), self.dense_from,
                                   capacity=capacity, slots=self.max_new,
-                                  question_slots=self.max_question)
+                                  question_slots=self.max_question,
+                                  groups=max(slots, len(groups)))
         elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
             self.cache.grow(capacity)
         device = self.device
