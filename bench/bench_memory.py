@@ -144,7 +144,9 @@ def row_costs(args) -> None:
                          "--strategy", strategy, *extra, "--quiet", "--out",
                          str(Path(scratch) / "run")], {}, log)
                 found = [re.search(r"row holds about (\d+) bytes", line) for line in log]
-                estimate = next((int(f.group(1)) for f in found if f), estimate)
+                # The last call's: RailCap decodes its greedy trajectories first, one row a
+                # question, and the rows the two batch sizes differ by are its samples'.
+                estimate = next((int(f.group(1)) for f in reversed(found) if f), estimate)
                 peaks.append(peak if code == 0 else None)
             name = f"{dtype}, {strategy}, {small} -> {large} rows"
             if None in peaks or estimate is None:

@@ -298,9 +298,11 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
 
     Set against what rows really hold, the slope of peak resident memory between fixed batch
     sizes (as ``bench/bench_memory.py --rows`` measures it): on the demo's contaminated model,
-    95 tokens a row, it gives 3.3 MB a row in bfloat16 where rows take 2.4 MB (256 to 1,024
-    rows), 5.7 MB in float32 where they take 4.9 to 5.4 MB (64 to 1,024), and 5.7 MB with the
-    shortcut patch's source in the cache where bfloat16 rows take 4.5 MB.
+    48 new tokens and 9 samples of each of 128 questions (256 to 1,024 rows), it gives 2.2 MB
+    a row in bfloat16 where plain rows take 1.3 MB, and 3.4 MB in float32 where they take 2.8
+    MB. RailCap's rows take more than it counts in bfloat16 (3.3 MB; 3.5 MB in float32, where
+    the estimate holds): the decode's watch (:class:`MemoryWatch`) halves a batch that grows
+    past the budget.
     """
     cache = per_token * own_tokens
     scores = heads * attended * 4 * 3
