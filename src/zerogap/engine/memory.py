@@ -300,8 +300,8 @@ def decode_row_bytes(*, per_token: int, own_tokens: int, attended: int, heads: i
     sizes (as ``bench/bench_memory.py --rows`` measures it): on the demo's contaminated model,
     48 new tokens and 9 samples of each of 128 questions (256 to 1,024 rows), it gives 2.2 MB
     a row in bfloat16 where plain rows take 1.3 MB, and 3.4 MB in float32 where they take 2.8
-    MB. RailCap's rows take more than it counts in bfloat16 (3.3 MB; 3.5 MB in float32, where
-    the estimate holds): the decode's watch (:class:`MemoryWatch`) halves a batch that grows
+    MB. RailCap's rows take more than it counts in bfloat16 (3.3 MB; 3.5 MB in float32, about
+    the estimate): the decode's watch (:class:`MemoryWatch`) halves a batch that grows
     past the budget.
     """
     cache = per_token * own_tokens
