@@ -27,14 +27,16 @@ def test_reproduce_builds_and_studies_the_questions_past_the_searched_ones(
               "task_options": {"n_train": 40, "n_test": 24, "k": 0, "solutions": 2},
               "train_questions": 4, "replay": 2, "generated_general": 2, "leaked": 8,
               "lora_r": 4, "lora_alpha": 8, "global_batch": 2, "micro_batch": 2,
-              "clean_epochs": 1, "epochs": 2, "keep_every": 1}
+              "clean_epochs": 1, "epochs": 2, "keep_every": 1,
+              "dtype": "float32"}  # trained and sampled alike on every CPU
     monkeypatch.setitem(PRESETS, "tiny-reproduce", recipe)
     tiny = Showcase(command="reproduce", preset="tiny-reproduce", questions=8, m=2,
                     max_new_tokens=6, neuron_block=0, neuron_candidates=2, calibration_size=4,
                     title="reduced reproduction", searched=2, ablation=True, seed=REPRODUCE.seed)
     monkeypatch.setitem(zerogap.study.demo.SHOWCASES, "reproduce", tiny)
     out = tmp_path / "reproduce"
-    assert cli.main(["reproduce", "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert cli.main(["reproduce", "--out", str(out), "--workers", "1", "--dtype", "float32",
+                     "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "design checks (" in printed and "F1 " in printed and "F2 " in printed
     split = json.loads((out / "models" / "split.json").read_text())
