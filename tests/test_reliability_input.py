@@ -296,7 +296,7 @@ def test_a_limit_the_split_cannot_fill_half_and_half_is_refused(capsys, tmp_path
             "limit 1 with a split file keeps no unleaked question; give at least 2")
     assert not out.exists()
     refused(capsys, ["demo", "--out", out, "--questions", "1000"],
-            "--questions 1000: the demo's split holds at most 160 questions")
+            "--questions 1000: zerogap demo's split holds at most 160 questions")
     assert not out.exists()
     # the worker count too, before the demo trains anything
     refused(capsys, ["demo", "--out", out, "--workers", "0"],
