@@ -32,7 +32,8 @@ def test_reproduce_builds_and_studies_the_questions_past_the_searched_ones(
     monkeypatch.setitem(PRESETS, "tiny-reproduce", recipe)
     tiny = Showcase(command="reproduce", preset="tiny-reproduce", questions=8, m=2,
                     max_new_tokens=6, neuron_block=0, neuron_candidates=2, calibration_size=4,
-                    title="reduced reproduction", searched=2, ablation=True, seed=REPRODUCE.seed)
+                    title="reduced reproduction", sizing="reduced", searched=2, ablation=True,
+                    seed=REPRODUCE.seed)
     monkeypatch.setitem(zerogap.study.demo.SHOWCASES, "reproduce", tiny)
     out = tmp_path / "reproduce"
     assert cli.main(["reproduce", "--out", str(out), "--workers", "1", "--dtype", "float32",

@@ -139,19 +139,15 @@ def register(subparsers) -> None:
 
 def _register_showcase(subparsers, showcase) -> None:
     """``zerogap demo`` or ``zerogap reproduce``: build a preset's models, run its study."""
-    from zerogap.study.demo import DEMO
-
     summary, description, epilog = SHOWCASE_TEXT[showcase.command]
     p = subparsers.add_parser(showcase.command, help=summary, description=description,
                               epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_out(p, "a folder holding the study and, in models/, what it trains; a rerun resumes it",
             required=False, default=Path(f"runs/{showcase.command}"))
-    sizing = ("sized for power" if showcase is DEMO
-              else "the fresh questions past the design search's")
     described_argument(p, "--questions", type=int, default=showcase.questions, metavar="N",
                        meaning="questions, half leaked",
                        values=f">= 2 and <= {showcase.max_questions()}",
-                       shown=f"{showcase.questions}, {sizing}")
+                       shown=f"{showcase.questions}, {showcase.sizing}")
     add_config_arguments(p, StudySpec, ("m",), defaults={"m": showcase.m})
     flags = ("all_controls",) if showcase.ablation else ("all_controls", "ablation")
     add_config_arguments(p, StudySpec, flags, unset=True)

@@ -25,6 +25,7 @@ versions are read: v2's ``memory.max`` / ``memory.current``, v1's ``memory.limit
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 import sys
@@ -345,8 +346,10 @@ def keep_trimmed(interval: float = TRIM_INTERVAL) -> None:
     phase at 3.5-3.8 GiB. The budget reads resident memory, so what the heap keeps would
     otherwise count against every later batch. Not glibc (macOS, musl): nothing to do."""
     global _TRIMMER
+    if _TRIMMER is not None:
+        return
     trim = _malloc_trim()
-    if _TRIMMER is not None or trim is None:
+    if trim is None:
         return
 
     def run() -> None:
@@ -367,6 +370,7 @@ def release_freed() -> None:
         trim(0)
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``; None where the C library is another (macOS, musl): nothing to
     hand back there."""

@@ -70,11 +70,11 @@ class Batch:
         """Append rows for ``groups`` of (question, sample list, first logits, question kv);
         the row cache is made (or grown) for ``capacity`` rows when they do not fit."""
         if self.cache is None:
-            slots = math.ceil(capacity * question_share(self.rows_per_group))
+            shared = math.ceil(capacity * question_share(self.rows_per_group))
             self.cache = RowCache(self._layer_prefix(groups[0][3]), self.dense_from,
                                   capacity=capacity, slots=self.max_new,
                                   question_slots=self.max_question,
-                                  groups=max(slots, len(groups)))
+                                  groups=max(shared, len(groups)))
         elif self.cache.rows + sum(len(g[1]) for g in groups) > self.cache.capacity:
             self.cache.grow(capacity)
         device = self.device

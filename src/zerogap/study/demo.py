@@ -24,7 +24,8 @@ EVALUATED_SPLIT = "evaluated-split.json"
 class Showcase:
     """A built-in study: which preset builds the models and how the study on them is sized.
 
-    ``questions``: evaluated, half leaked; ``searched``: leaked and unleaked questions (each)
+    ``questions``: evaluated, half leaked, by default (``sizing``: how that default was
+    chosen, as ``--help`` states it); ``searched``: leaked and unleaked questions (each)
     at the head of the build's split that the preset's design search chose it on; the study
     evaluates the questions past them (the confirmation's, arXiv 2608.07341 §5's held-out
     test in miniature) and locates neurons and calibrates the baselines on the searched ones
@@ -43,6 +44,7 @@ class Showcase:
     neuron_candidates: int
     calibration_size: int
     title: str
+    sizing: str
     searched: int = 0
     ablation: bool = False
     seed: int = 0
@@ -143,7 +145,8 @@ DEMO_CALIBRATION_SIZE = 32
 DEMO = Showcase(command="demo", preset="laptop", questions=DEMO_QUESTIONS, m=DEMO_M,
                 max_new_tokens=DEMO_MAX_NEW_TOKENS, neuron_block=DEMO_NEURON_BLOCK,
                 neuron_candidates=DEMO_NEURON_CANDIDATES,
-                calibration_size=DEMO_CALIBRATION_SIZE, title="zerogap demo (embedded model)")
+                calibration_size=DEMO_CALIBRATION_SIZE, title="zerogap demo (embedded model)",
+                sizing="sized for power")
 
 # The reproduction: the reproduce preset's models (M_cl trained to its plateau, M_co trained
 # further on general data with 26% leaked items, its adapter kept every 4 exposures), at the
@@ -157,6 +160,7 @@ REPRODUCE = Showcase(command="reproduce", preset="reproduce", questions=64, m=8,
                      max_new_tokens=144, neuron_block=DEMO_NEURON_BLOCK,
                      neuron_candidates=DEMO_NEURON_CANDIDATES, calibration_size=32,
                      title="zerogap reproduce (embedded model, the paper's recipe)",
+                     sizing="the fresh questions past the design search's",
                      searched=32, ablation=True, seed=1)
 
 SHOWCASES = {showcase.command: showcase for showcase in (DEMO, REPRODUCE)}
