@@ -16,11 +16,14 @@ class BatchSizer:
     needs); at each size the loop's iterations (forward pass, draw and host work: the real
     throughput) are timed, the best of two after one untimed iteration in which rows joined.
     Growth stops once the rate falls below 80% of the best so far (a shared machine's noise
-    should not end it early) or a doubling gains less than :attr:`GAIN` (on a CPU, past a few
-    dozen rows the matrix products are wide enough and more rows only take memory), and the
-    size with the best rate is kept. The timed steps decode
-    real rows, so choosing costs only the few steps run below the final size; samples do not
-    depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
+    should not end it early) or a doubling decodes no faster than the size before it (more
+    rows would then only take memory), and the size with the best rate is kept. A doubling
+    that gains only a little still goes on: the first steps understate what a larger batch
+    gains over a whole call (the demo's study in bfloat16, two workers side by side: 483 s
+    growing while a doubling is faster at all, 619 s when each had to gain 10%, for 5% more
+    peak memory; bench/bench_memory.py, docs/study.md). The memory budget bounds the rows.
+    The timed steps decode real rows, so choosing costs only the few steps run below the final
+    size; samples do not depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
 
     Below :attr:`FLOOR` rows (or ``limit``, if smaller) neither happens: those sizes are the
     ramp, timed and logged but never kept nor taken as the rate a drop is measured from. A
@@ -33,7 +36,7 @@ class BatchSizer:
     """
 
     FIRST, TIMED, FLOOR = 16, 2, 64
-    GAIN = 1.1  # the least speed-up a doubling must bring for the growth to go on
+    GAIN = 1.0  # the least speed-up a doubling must bring for the growth to go on
 
     def __init__(self, limit: int, clock: Callable[[], float] = time.perf_counter):
         self.limit = max(1, limit)
