@@ -23,7 +23,8 @@ class BatchSizer:
     growing while a doubling is faster at all, 619 s when each had to gain 10%, for 5% more
     peak memory; bench/bench_memory.py, docs/study.md). The memory budget bounds the rows.
     The timed steps decode real rows, so choosing costs only the few steps run below the final
-    size; samples do not depend on batch size. Sizes and rates are logged (logger ``zerogap.engine``).
+    size; samples do not depend on batch size. Sizes and rates are logged (logger
+    ``zerogap.engine``).
 
     Below :attr:`FLOOR` rows (or ``limit``, if smaller) neither happens: those sizes are the
     ramp, timed and logged but never kept nor taken as the rate a drop is measured from. A
