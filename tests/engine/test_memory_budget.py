@@ -50,6 +50,18 @@ def test_the_variable_wins_over_the_default_and_is_checked():
     assert memory.override({ENV: "  "}) is None
 
 
+def test_a_budget_the_flag_set_is_named_by_the_flag_and_one_the_variable_set_by_it(
+        monkeypatch):
+    monkeypatch.setattr(memory, "_FLAGGED", None)
+    monkeypatch.setenv(ENV, "3GiB")
+    memory.from_flag("2GiB")  # the command line wins over the variable it found
+    assert memory.override() == 2 * GIB and default_budget().source == "--max-memory 2GiB"
+    memory.from_flag(None)  # a later command without the flag: the variable speaks for itself
+    assert default_budget().source == f"{ENV}=2GiB"
+    with pytest.raises(UserError, match="--max-memory 'lots'"):
+        memory.from_flag("lots")
+
+
 def test_the_default_is_a_fraction_of_what_is_available_and_held_at_the_start():
     held = memory.resident_bytes() or 0
     budget = default_budget({}, available=lambda: 12 * GIB)
@@ -258,7 +270,7 @@ def test_a_budget_too_small_for_one_row_stops_in_one_line_and_the_run_resumes(
     capsys.readouterr()
     # Far less than this process already holds: not one row of the next questions fits.
     refused(capsys, sample_args(tiny_dir, run_dir, "--limit", "4", "--max-memory", "64MiB"),
-            "memory budget 64 MiB (ZEROGAP_MAX_MEMORY=64MiB)", "one row", "--max-memory")
+            "memory budget 64 MiB (--max-memory 64MiB)", "one row", "--max-memory")
     assert stored_samples(run_dir) == first  # what was stored stays
     assert run_main(sample_args(tiny_dir, run_dir, "--limit", "4", "--max-memory", "4GiB")) == 0
     resumed = stored_samples(run_dir)

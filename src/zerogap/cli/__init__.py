@@ -158,9 +158,7 @@ def _fix_memory(size: str | None) -> None:
     checks the variable here, before any model loads. A bad value is one line, exit 2."""
     from zerogap.engine import memory
 
-    if size is not None:
-        memory.parse_size(size, memory.FLAG)
-        os.environ[memory.ENV] = size
+    memory.from_flag(size)
     memory.override()
     memory.reset_budget()
 

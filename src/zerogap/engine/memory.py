@@ -151,6 +151,23 @@ def parse_size(text: str, name: str) -> int:
     return size
 
 
+# The size ``--max-memory`` gave in this process, if it gave one: the budget it set is named
+# by the flag, as the user typed it, not by the variable that carries it to the processes this
+# one starts (they see the variable alone).
+_FLAGGED: str | None = None
+
+
+def from_flag(size: str | None) -> None:
+    """``--max-memory SIZE``: checked (a bad value is a one-line :class:`UserError` naming the
+    flag), then set as ``ZEROGAP_MAX_MEMORY`` for this process and those it starts. None: the
+    command gave no flag, and the variable, if set, speaks for itself."""
+    global _FLAGGED
+    if size is not None:
+        parse_size(size, FLAG)
+        os.environ[ENV] = size
+    _FLAGGED = size
+
+
 def override(environ: Mapping[str, str] = os.environ) -> int | None:
     """The budget ``ZEROGAP_MAX_MEMORY`` fixes in bytes, or None where it is unset or empty (the
     command line's ``--max-memory`` sets it); a bad value is a one-line :class:`UserError`."""
@@ -256,7 +273,9 @@ def default_budget(environ: Mapping[str, str] = os.environ,
     not in it (an engine on a GPU sizes from the device's free memory)."""
     fixed = override(environ)
     if fixed is not None:
-        return MemoryBudget(fixed, f"{ENV}={environ[ENV].strip()}")
+        text = environ[ENV].strip()
+        named = f"{FLAG} {text}" if text == _FLAGGED else f"{ENV}={text}"
+        return MemoryBudget(fixed, named)
     start = available() if available is not None else available_bytes()
     # What this process already holds (the interpreter, torch, a model) is its own already.
     held = resident_bytes() or 0
