@@ -283,12 +283,15 @@ def bench(profile: Profile, reps: int, stated: int, draws: int, seed: int,
             met = met and not (design == "reference allocated" and profile is PAPER)
             continue
         # budgets about the matched one, for the bootstrap's resamples to cross between
-        for step in (-4, -3, -2, -1, 1, 2, 3, 4):
-            near = round(budget * (1 + 0.04 * step), 2)
+        for step in (-0.15, -0.08, -0.03, 0.03, 0.08, 0.15):
+            near = round(budget * (1 + step), 2)
             if 1 <= near <= m and near not in seen:
                 seen[near] = studies(plans, near, reference, reps, 0)
         noise = share_noise(uniform, seen, m, resamples, seed)
-        found = studies(plans, budget, reference, reps, stated)
+        # the first ``stated`` of the same studies again, for their intervals
+        intervals = studies(plans, budget, reference, stated, stated)
+        found = {**seen[budget], "half": intervals["half"],
+                 "independent": intervals["independent"]}
         share = whole_share(found["samples"], found["reference"], m)
         shift = (found["mean"] - uniform["mean"]) / goal
         cover = (np.abs(found["estimates"] - found["mean"]) <= found["half"]).mean(axis=0)
