@@ -204,23 +204,28 @@ def matching_budget(plans: Plans, reference, goal_sd, reps) -> tuple[float | Non
     return high, seen
 
 
-def share_noise(uniform: dict, seen: dict, m: int, resamples: int, seed: int) -> dict:
+def share_noise(uniform: dict, seen: dict, matched: float, m: int, resamples: int,
+                seed: int) -> dict:
     """The matched share's simulation noise: a bootstrap over the studies (the same indices
     for uniform and every design evaluated, as they share their noise). In each resample the
     matched budget is where the largest ratio of a target's sd to uniform's crosses 1, linear
     between the evaluated budgets about it (the smallest above which every evaluated budget
     matches), and the whole study's share there likewise. ``sd`` and ``interval`` (95%) are
     over the resamples that matched; ``none``: resamples where no budget up to m matched;
-    ``lowest``: those that matched at the smallest budget evaluated (their share is its)."""
+    ``lowest``: those that matched at the smallest budget evaluated (their share is its).
+    ``ratios``: each target's sd over uniform's at the ``matched`` budget and at m, with its
+    standard error over the resamples ({budget: (ratio (3,), se (3,))})."""
     rng = np.random.default_rng([seed, 8])
     budgets = sorted(seen)
     reps = uniform["estimates"].shape[0]
-    shares, none, lowest = [], 0, 0
+    shares, none, lowest, kept = [], 0, 0, []
     for _ in range(resamples):
         idx = rng.integers(0, reps, reps)
         goal = uniform["estimates"][idx].std(axis=0, ddof=1)
-        ratio = np.array([np.max(seen[b]["estimates"][idx].std(axis=0, ddof=1) / goal)
-                          for b in budgets])
+        ratios = np.array([seen[b]["estimates"][idx].std(axis=0, ddof=1) / goal
+                           for b in budgets])  # (budgets, 3)
+        kept.append(ratios[[budgets.index(matched), -1]])
+        ratio = ratios.max(axis=1)
         share = np.array([whole_share(seen[b]["spent"][idx].mean(),
                                       seen[b]["ref_spent"][idx].mean(), m) for b in budgets])
         failing = np.flatnonzero(ratio > 1)
@@ -235,7 +240,9 @@ def share_noise(uniform: dict, seen: dict, m: int, resamples: int, seed: int) ->
             shares.append(share[k - 1] + t * (share[k] - share[k - 1]))
     return {"sd": float(np.std(shares, ddof=1)) if len(shares) > 1 else float("nan"),
             "interval": tuple(np.percentile(shares, [2.5, 97.5])) if shares else (np.nan,) * 2,
-            "none": none, "lowest": lowest, "resamples": resamples}
+            "none": none, "lowest": lowest, "resamples": resamples,
+            "ratios": {b: (seen[b]["sd"] / uniform["sd"], np.std(kept, axis=0, ddof=1)[j])
+                       for j, b in enumerate((matched, budgets[-1]))}}
 
 
 def design_bound(profile: Profile, truth) -> float:
@@ -287,7 +294,7 @@ def bench(profile: Profile, reps: int, stated: int, draws: int, seed: int,
             near = round(budget * (1 + step), 2)
             if 1 <= near <= m and near not in seen:
                 seen[near] = studies(plans, near, reference, reps, 0)
-        noise = share_noise(uniform, seen, m, resamples, seed)
+        noise = share_noise(uniform, seen, budget, m, resamples, seed)
         # the first ``stated`` of the same studies again, for their intervals
         intervals = studies(plans, budget, reference, stated, stated)
         found = {**seen[budget], "half": intervals["half"],
@@ -306,6 +313,11 @@ def bench(profile: Profile, reps: int, stated: int, draws: int, seed: int,
                  if noise["none"] else "")
               + (f"; {noise['lowest']} at the smallest budget evaluated"
                  if noise["lowest"] else ""))
+        print("    sd over uniform's (± its bootstrap se): " + "; ".join(
+            f"at a budget of {b:.2f}: " + ", ".join(f"{k} {r:.2f} ± {e:.2f}"
+                                      for k, r, e in zip(TARGETS, *noise["ratios"][b],
+                                                         strict=True))
+            for b in noise["ratios"]))
         print("    shift in uniform's half-widths: " + ", ".join(
             f"{k} {v:+.2f}" for k, v in zip(TARGETS, shift, strict=True)))
         print("    stated half-width " + ", ".join(
