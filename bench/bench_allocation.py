@@ -289,9 +289,11 @@ def bench(profile: Profile, reps: int, stated: int, draws: int, seed: int,
                   "target")
             met = met and not (design == "reference allocated" and profile is PAPER)
             continue
-        # budgets about the matched one, for the bootstrap's resamples to cross between
-        for step in (-0.15, -0.08, -0.03, 0.03, 0.08, 0.15):
-            near = round(budget * (1 + step), 2)
+        # budgets about the matched one and across the range, for the bootstrap's resamples
+        # to cross between wherever they match (the bisection evaluated one side of it only)
+        for near in sorted({*(round(budget * (1 + step), 2)
+                              for step in (-0.15, -0.08, -0.03, 0.03, 0.08, 0.15)),
+                            *(round(m * share, 2) for share in (0.2, 0.3, 0.4, 0.6, 0.8))}):
             if 1 <= near <= m and near not in seen:
                 seen[near] = studies(plans, near, reference, reps, 0)
         noise = share_noise(uniform, seen, budget, m, resamples, seed)
