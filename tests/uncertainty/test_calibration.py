@@ -9,6 +9,7 @@ says nothing: at most 0.995 covered). One configuration runs in the default suit
 slow-marked (CI runs them too).
 """
 
+import numpy as np
 import pytest
 
 from zerogap.uncertainty.calibration import (
@@ -20,6 +21,8 @@ from zerogap.uncertainty.calibration import (
     floor_agreement,
     interval_coverage,
     paired_null,
+    sample_noise,
+    shared_outcomes,
     verdict_errors,
 )
 
@@ -299,3 +302,35 @@ def test_the_check_fails_a_broken_plan():
                               truth_sims=50, seed=3)
     failures = broken.failures()
     assert any(line.startswith("false positives, moved") for line in failures), failures
+
+
+def test_outcomes_on_sample_major_noise_keep_each_questions_first_samples():
+    # Common random numbers across designs (bench/bench_allocation.py): on noise laid out by
+    # sample index, a plan that gives some questions more samples leaves every other question's
+    # outcomes as they were and only adds to the others'. On noise laid out by question (the
+    # default draw), the same seed reads other outcomes as soon as the widest plan widens.
+    rng = np.random.default_rng(5)
+    n = 80
+    p = rng.random((2, n))
+    few = rng.integers(1, 6, n)
+    more = few + rng.integers(0, 2, n) * rng.integers(1, 8, n)
+    found = {}
+    for plan in (few, more):
+        samples = np.stack([plan, plan])
+        noise = sample_noise(np.random.default_rng(9), n, int(plan.max()))
+        found[len(found)] = shared_outcomes(None, p, samples, noise=noise)
+    (c_few, j_few), (c_more, j_more) = found.values()
+    same = few == more
+    assert same.any() and not same.all()
+    np.testing.assert_array_equal(c_few[:, same], c_more[:, same])
+    np.testing.assert_array_equal(j_few[..., same], j_more[..., same])
+    assert np.all(c_more >= c_few) and np.all(j_more >= j_few)
+    # one uniform per (question, sample) for every strategy: the joint count of a strategy
+    # with itself is its count, and a pair's is at most the smaller count
+    assert np.array_equal(j_more[0, 0], c_more[0])
+    assert np.all(j_more[0, 1] == np.minimum(c_more[0], c_more[1]))
+    apart = [shared_outcomes(np.random.default_rng(9), p, np.stack([plan, plan]))[0]
+             for plan in (few, more)]
+    assert not np.array_equal(apart[0][:, same], apart[1][:, same])
+    with pytest.raises(ValueError, match="noise must have shape"):
+        shared_outcomes(None, p, np.stack([more, more]), noise=sample_noise(rng, n, 1))

@@ -411,6 +411,8 @@ def _scaled(score: np.ndarray, low: int, high: int | None, ok, *,
     lo = 0.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
+        if mid in (lo, hi):  # adjacent floats: no further step can move either end
+            break
         if ok(at(mid)):
             lo = mid
         else:

@@ -371,16 +371,40 @@ DEMO = Profile("demo", n=128, m=8, bins=5, at_zero=0.20, at_one=0.15, shape=(0.7
 questions never solved); Identity memorises its leaked half (docs/demo-design.md)."""
 
 
-def shared_outcomes(rng: np.random.Generator, p: np.ndarray, samples: np.ndarray, *,
-                    joint: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def sample_noise(rng: np.random.Generator, n: int, width: int) -> np.ndarray:
+    """(n, width) uniforms laid out by sample index: column j (sample j of every question) is
+    the same whatever the width, so a design that gives a question more samples keeps its
+    first ones (common random numbers across designs, for :func:`shared_outcomes`'s ``noise``).
+
+    >>> a = sample_noise(np.random.default_rng(0), 3, 2)
+    >>> b = sample_noise(np.random.default_rng(0), 3, 5)
+    >>> bool(np.array_equal(a, b[:, :2]))
+    True
+    """
+    return rng.random((width, n)).T
+
+
+def shared_outcomes(rng: np.random.Generator | None, p: np.ndarray, samples: np.ndarray, *,
+                    joint: bool = True, noise: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
     """Counts (K, N) and paired joint counts (K, K, N) of strategies ``p`` (K, N) sampled
     ``samples`` (K, N) times on shared noise: sample j of question q is solved by strategy k
     when ``u[q, j] < p[k, q]``, one uniform for every strategy, as the engine keys its noise
     by (seed, question, sample index) so that two strategies' j-th samples agree until one of
     them intervenes (here: as far as their solve probabilities allow). Without ``joint`` the
-    joint counts are not counted (None)."""
+    joint counts are not counted (None). ``u`` is drawn from ``rng``, laid out (N,
+    ``samples.max()``), or is ``noise`` (N, at least ``samples.max()``; ``rng`` unused):
+    :func:`sample_noise`'s keeps each question's first outcomes whatever the plan."""
     top = int(samples.max())
-    u = rng.random((p.shape[1], top))
+    if noise is None:
+        if rng is None:
+            raise ValueError("shared_outcomes needs rng or noise")
+        u = rng.random((p.shape[1], top))
+    elif noise.shape[0] != p.shape[1] or noise.shape[1] < top:
+        raise ValueError(f"noise must have shape ({p.shape[1]}, at least {top}), got "
+                         f"{noise.shape}")
+    else:
+        u = noise[:, :top]
     solved = (u[None] < p[:, :, None]) & (np.arange(top) < samples[:, :, None])  # (K, N, M)
     if not joint:
         return solved.sum(axis=2), None
